@@ -1,0 +1,5 @@
+"""Therapist policies behind one small protocol (:class:`agents.base.TherapistAgent`)."""
+
+from agents.base import Ranking, TherapistAgent
+
+__all__ = ["Ranking", "TherapistAgent"]

@@ -1,0 +1,1 @@
+"""Entry points of the ``rescue`` command: thin Hydra apps over the library."""

@@ -1,0 +1,653 @@
+"""Loading and validating RESCUE-BENCH dialogues from either layout.
+
+Layouts:
+
+- **JSON Lines**: one dialogue object per line (``benchmark_191.jsonl``); ``sample_id`` from
+  the record.
+- **Directory**: one ``.json`` file per sample anywhere below the root, each an object with a
+  top-level ``rows`` list; ``sample_id`` is the path relative to the root without the suffix
+  (``family_therapy/003/merged``). Files named ``manifest.json`` are skipped.
+
+Every problem is reported as ``FILE:LINE: field: what is wrong (what was expected)``. The
+whole input is checked before anything is returned, so a caller never gets a partial load:
+:func:`load_dialogues` either returns every dialogue or raises
+:class:`~rescue_env.data.errors.DataValidationError` listing every error.
+
+Quirks handled (see the subset's README): two relation-label fields; ``""`` (no clear pattern)
+kept distinct from ``null`` (not annotated); ``target`` as a string or a list mixing names,
+group labels and dyads; people named in annotations who are not participants (kept in
+``Dialogue.mentioned``); participants inferred when absent; mis-decoded punctuation
+(UTF-8 read as Latin-1) repaired with ``ftfy`` while ``Row.raw`` keeps the published text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import ftfy
+
+from rescue_env.data.errors import DataValidationError, Problem
+from rescue_env.data.schema import (
+    GROUP_LABELS,
+    NON_CLIENT_NAMES,
+    THERAPIST,
+    BackgroundUtterance,
+    Dialogue,
+    EmotionRecord,
+    InteractionBehavior,
+    PersonDescription,
+    Row,
+    Scenario,
+    StrategyRecord,
+    ViewpointRecord,
+)
+
+#: Row keys that the schema knows; anything else is kept in ``Row.extras``.
+ROW_KEYS = frozenset(
+    {
+        "row_index", "start_time", "end_time", "primary_speaker", "target", "dialogue_cleaned",
+        "utterance_type", "background_dialogue", "tone_of_voice", "body_posture", "facial_expressions",
+        "self_directed_behavior", "interaction_behavior", "internal_emotion", "viewpoints_attitudes",
+        "support_strategy", "relation_cycle_state", "relation_cycle_reason", "relation_cycle_evidence_rows",
+        "relation_pattern", "relation_pattern_reason", "relation_pattern_evidence_rows",
+    }
+)
+DIALOGUE_KEYS = frozenset({"sample_id", "scenario", "participants", "source_file", "rows"})
+
+
+def bundled_seeds_path() -> Path:
+    """Folder of the seed dialogues shipped with the package (the default data set)."""
+    return Path(str(resources.files("rescue_env.data").joinpath("seeds")))
+
+
+def resolve_data_path(path: str | Path | None) -> Path:
+    """``path`` as a :class:`Path`, or the bundled seeds when ``path`` is ``None`` or empty."""
+    if path is None or str(path).strip() == "":
+        return bundled_seeds_path()
+    return Path(path).expanduser()
+
+
+# ---------------------------------------------------------------------------------------------
+# text repair
+
+
+def fix_text(value: str) -> str:
+    """Repair mis-decoded punctuation (``â€™`` → ``’``); ASCII text is returned unchanged."""
+    if value.isascii():
+        return value
+    return ftfy.fix_text(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+@dataclass
+class ValidationReport:
+    """What :func:`validate` found: the dialogues (only when there are no errors), errors and
+    warnings, and label counts for the summary."""
+
+    path: str
+    dialogues: list[Dialogue] = field(default_factory=list)
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        """Human-readable summary: dialogues and rows per scenario, label counts, warnings."""
+        by_scn: Counter[str] = Counter(d.scenario for d in self.dialogues)
+        rows_by_scn: Counter[str] = Counter()
+        patterns: Counter[str] = Counter()
+        strategies: Counter[str] = Counter()
+        utterances: Counter[str] = Counter()
+        for d in self.dialogues:
+            rows_by_scn[d.scenario] += len(d.rows)
+            for r in d.rows:
+                if r.relation_label:
+                    patterns[f"{d.scenario}:{r.relation_label}"] += 1
+                for s in r.support_strategy:
+                    if s.strategy_type:
+                        strategies[f"{d.scenario}:{s.strategy_type}"] += 1
+                if r.utterance_type:
+                    utterances[r.utterance_type] += 1
+        total_rows = sum(rows_by_scn.values())
+        lines = [f"{self.path}: {len(self.dialogues)} dialogues, {total_rows} rows"]
+        for scn in sorted(by_scn):
+            lines.append(f"  {scn}: {by_scn[scn]} dialogues, {rows_by_scn[scn]} rows")
+
+        def block(title: str, counts: Counter[str]) -> None:
+            lines.append(f"{title}:")
+            for k, v in sorted(counts.items()):
+                lines.append(f"  {k}: {v}")
+
+        block("relation patterns (rows)", patterns)
+        block("support strategies", strategies)
+        block("utterance types", utterances)
+        lines.append(f"warnings: {len(self.warnings)}")
+        for w in self.warnings:
+            lines.append(f"  {w}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+
+
+def load_dialogues(path: str | Path | None = None, *, strict: bool = False) -> list[Dialogue]:
+    """Load every dialogue under ``path`` (a ``.jsonl`` file, a ``.json`` file or a directory);
+    the bundled seeds when ``path`` is ``None``.
+
+    ``strict`` turns warnings (unknown strategy, pattern or utterance-type labels, a speaker
+    missing from ``participants``…) into errors.
+
+    Raises:
+        DataValidationError: one :class:`Problem` per error, nothing loaded.
+    """
+    report = validate(path, strict=strict)
+    if report.errors:
+        raise DataValidationError(report.errors)
+    return report.dialogues
+
+
+def validate(path: str | Path | None = None, *, strict: bool = False) -> ValidationReport:
+    """Check and parse everything under ``path`` without raising on data problems."""
+    root = resolve_data_path(path)
+    report = ValidationReport(path=str(root))
+    problems: list[Problem] = []
+    dialogues: list[Dialogue] = []
+    if not root.exists():
+        problems.append(Problem(str(root), 0, "path", "does not exist", "a .jsonl file or a directory of .json files"))
+    elif root.is_dir():
+        files = sorted(p for p in root.rglob("*.json") if p.name != "manifest.json")
+        if not files:
+            problems.append(Problem(str(root), 0, "path", "directory holds no .json files", "one .json file per sample"))
+        for f in files:
+            sample_id = f.relative_to(root).with_suffix("").as_posix()
+            d, ps = _read_json_file(f, sample_id, strict)
+            problems.extend(ps)
+            if d is not None:
+                dialogues.append(d)
+    elif root.suffix == ".json":
+        d, ps = _read_json_file(root, root.stem, strict)
+        problems.extend(ps)
+        if d is not None:
+            dialogues.append(d)
+    else:
+        ds, ps = _read_jsonl(root, strict)
+        problems.extend(ps)
+        dialogues.extend(ds)
+
+    seen: dict[str, tuple[str, int]] = {}
+    for d in dialogues:
+        if d.sample_id in seen:
+            f, line = seen[d.sample_id]
+            problems.append(
+                Problem(d.origin[0], d.origin[1], "sample_id", f"duplicate {d.sample_id!r} (first at {f}:{line})", "unique sample ids")
+            )
+        else:
+            seen[d.sample_id] = d.origin
+
+    report.errors = [p for p in problems if p.severity == "error"]
+    report.warnings = [p for p in problems if p.severity == "warning"]
+    if not report.errors:
+        report.dialogues = dialogues
+    return report
+
+
+def write_jsonl(dialogues: Iterable[Dialogue], path: str | Path) -> Path:
+    """Write dialogues as benchmark JSON Lines (readable by :func:`load_dialogues`)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as fh:
+        for d in dialogues:
+            fh.write(json.dumps(d.to_dict(), ensure_ascii=False) + "\n")
+    return out
+
+
+def parse_dialogue(
+    obj: Any,
+    *,
+    file: str = "<memory>",
+    line: int = 1,
+    sample_id: str | None = None,
+    row_lines: list[int] | None = None,
+    strict: bool = False,
+) -> tuple[Dialogue | None, list[Problem]]:
+    """Parse one dialogue object. Returns ``(dialogue or None, problems)``; ``None`` only when
+    the record has errors. ``row_lines`` gives the file line of each row, when known."""
+    return _DialogueParser(file, line, row_lines, strict).parse(obj, sample_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+
+
+def _read_jsonl(path: Path, strict: bool) -> tuple[list[Dialogue], list[Problem]]:
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        return [], [Problem(file, 1, "file", f"not UTF-8 text ({e.reason} at byte {e.start})", "UTF-8 JSON Lines")]
+    except OSError as e:
+        return [], [Problem(file, 0, "path", f"cannot be read ({e.strerror})", "a readable file")]
+    if not text.strip():
+        return [], [Problem(file, 1, "file", "empty file", "at least one dialogue, one JSON object per line")]
+    dialogues: list[Dialogue] = []
+    problems: list[Problem] = []
+    lines = text.splitlines()
+    for lineno, raw_line in enumerate(lines, start=1):
+        if not raw_line.strip():
+            continue
+        try:
+            obj = json.loads(raw_line)
+        except json.JSONDecodeError as e:
+            truncated = lineno == len(lines) and not text.endswith("\n") or "Unterminated" in e.msg or e.pos >= len(raw_line.rstrip())
+            what = "truncated JSON" if truncated else "not valid JSON"
+            problems.append(Problem(file, lineno, "record", f"{what}: {e.msg} at column {e.colno}", "one complete JSON object per line"))
+            continue
+        d, ps = parse_dialogue(obj, file=file, line=lineno, strict=strict)
+        problems.extend(ps)
+        if d is not None:
+            dialogues.append(d)
+    return dialogues, problems
+
+
+_ROWS_KEY = re.compile(r'"rows"\s*:\s*\[')
+
+
+def _row_line_numbers(text: str) -> list[int] | None:
+    """1-based line of each element of the top-level ``rows`` array, found by decoding the
+    array element by element; ``None`` when the layout defeats the scan."""
+    m = _ROWS_KEY.search(text)
+    if not m:
+        return None
+    decoder = json.JSONDecoder()
+    pos = m.end()
+    lines: list[int] = []
+    n = len(text)
+    try:
+        while pos < n:
+            while pos < n and text[pos] in " \t\r\n,":
+                pos += 1
+            if pos >= n or text[pos] == "]":
+                break
+            lines.append(text.count("\n", 0, pos) + 1)
+            _, pos = decoder.raw_decode(text, pos)
+    except json.JSONDecodeError:
+        return None
+    return lines
+
+
+def _read_json_file(path: Path, sample_id: str, strict: bool) -> tuple[Dialogue | None, list[Problem]]:
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        return None, [Problem(file, 1, "file", f"not UTF-8 text ({e.reason} at byte {e.start})", "UTF-8 JSON")]
+    except OSError as e:
+        return None, [Problem(file, 0, "path", f"cannot be read ({e.strerror})", "a readable file")]
+    if not text.strip():
+        return None, [Problem(file, 1, "file", "empty file", 'a JSON object with a "rows" list')]
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        what = "truncated JSON" if e.pos >= len(text.rstrip()) or "Unterminated" in e.msg else "not valid JSON"
+        return None, [Problem(file, e.lineno, "record", f"{what}: {e.msg} at column {e.colno}", 'a JSON object with a "rows" list')]
+    return parse_dialogue(obj, file=file, line=1, sample_id=sample_id, row_lines=_row_line_numbers(text), strict=strict)
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+
+def _typename(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+class _DialogueParser:
+    """Parses one dialogue object, collecting problems with their file and line."""
+
+    def __init__(self, file: str, line: int, row_lines: list[int] | None, strict: bool):
+        self.file = file
+        self.line = line
+        self.row_lines = row_lines
+        self.strict = strict
+        self.problems: list[Problem] = []
+        self.row_i = -1
+
+    # problems ------------------------------------------------------------------------------
+    def _line(self) -> int:
+        if self.row_lines is not None and 0 <= self.row_i < len(self.row_lines):
+            return self.row_lines[self.row_i]
+        return self.line
+
+    def error(self, fld: str, message: str, expected: str) -> None:
+        self.problems.append(Problem(self.file, self._line(), fld, message, expected, "error"))
+
+    def warn(self, fld: str, message: str, expected: str) -> None:
+        sev = "error" if self.strict else "warning"
+        self.problems.append(Problem(self.file, self._line(), fld, message, expected, sev))  # type: ignore[arg-type]
+
+    # primitives ----------------------------------------------------------------------------
+    def text(self, obj: dict, key: str, fld: str) -> str:
+        v = obj.get(key)
+        if v is None:
+            return ""
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return str(v)
+        if not isinstance(v, str):
+            self.error(fld, f"is a {_typename(v)}", "a string")
+            return ""
+        return fix_text(v).strip()
+
+    def opt_label(self, obj: dict, key: str, fld: str) -> str | None:
+        if key not in obj or obj[key] is None:
+            return None
+        v = obj[key]
+        if not isinstance(v, str):
+            self.error(fld, f"is a {_typename(v)}", "a label string, \"\" or null")
+            return None
+        return v.strip()
+
+    def opt_text(self, obj: dict, key: str, fld: str) -> str | None:
+        if key not in obj or obj[key] is None:
+            return None
+        return self.text(obj, key, fld)
+
+    def number(self, v: Any, fld: str, *, required: bool) -> float | None:
+        if v is None:
+            if required:
+                self.error(fld, "missing", "a number")
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            self.error(fld, f"{v!r} is not a number", "a number")
+            return None
+        return float(v)
+
+    def names(self, v: Any, fld: str) -> list[str]:
+        """A target list: a string is accepted as a one-name list (a quirk of some exports)."""
+        if v is None:
+            return []
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list):
+            self.error(fld, f"is a {_typename(v)}", "a list of names")
+            return []
+        out = []
+        for j, item in enumerate(v):
+            if not isinstance(item, str):
+                self.error(f"{fld}[{j}]", f"is a {_typename(item)}", "a name string")
+                continue
+            name = fix_text(item).strip()
+            if name:
+                out.append(name)
+        return out
+
+    def items(self, row: dict, key: str, fld: str) -> list[tuple[str, dict]]:
+        v = row.get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            self.error(fld, f"is a {_typename(v)}", "a list of objects")
+            return []
+        out = []
+        for j, item in enumerate(v):
+            if not isinstance(item, dict):
+                self.error(f"{fld}[{j}]", f"is a {_typename(item)}", "an object")
+                continue
+            out.append((f"{fld}[{j}]", item))
+        return out
+
+    def int_list(self, v: Any, fld: str) -> list[int]:
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            self.error(fld, f"is a {_typename(v)}", "a list of row indices")
+            return []
+        out = []
+        for j, x in enumerate(v):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not x.is_integer()):
+                self.error(f"{fld}[{j}]", f"{x!r} is not a row index", "an integer")
+                continue
+            out.append(int(x))
+        return out
+
+    # dialogue ------------------------------------------------------------------------------
+    def parse(self, obj: Any, sample_id: str | None) -> tuple[Dialogue | None, list[Problem]]:
+        from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns, strategies
+
+        if not isinstance(obj, dict):
+            self.error("record", f"is a JSON {_typename(obj)}", 'an object with a "rows" list')
+            return None, self.problems
+        sid = sample_id
+        if sid is None:
+            v = obj.get("sample_id")
+            if isinstance(v, str) and v.strip():
+                sid = v.strip()
+            else:
+                self.error("sample_id", "missing" if v is None else f"is a {_typename(v)}", "a non-empty string")
+                sid = f"{Path(self.file).stem}:{self.line}"
+        rows_v = obj.get("rows")
+        if rows_v is None:
+            self.error("rows", "missing", "a list of row objects")
+            return None, self.problems
+        if not isinstance(rows_v, list):
+            self.error("rows", f"is a {_typename(rows_v)}", "a list of row objects")
+            return None, self.problems
+        if not rows_v:
+            self.error("rows", "is empty", "at least one row")
+            return None, self.problems
+
+        declared = obj.get("participants")
+        participants: list[str] = []
+        if declared is not None:
+            participants = [n for n in self.names(declared, "participants") if n not in NON_CLIENT_NAMES]
+        scenario_v = obj.get("scenario")
+        scenario: Scenario | None = None
+        if scenario_v is not None:
+            if isinstance(scenario_v, str) and scenario_v.strip().lower() in GROUP_LABELS:
+                scenario = scenario_v.strip().lower()  # type: ignore[assignment]
+            else:
+                self.error("scenario", f"{scenario_v!r} is not a scenario", "'couple' or 'family'")
+        if scenario is None:
+            scenario = _infer_scenario(sid, rows_v, participants)
+        pattern_set = set(patterns(scenario))
+        strategy_set = set(strategies(scenario))
+
+        rows: list[Row] = []
+        for i, rv in enumerate(rows_v):
+            self.row_i = i
+            fld = f"rows[{i}]"
+            if not isinstance(rv, dict):
+                self.error(fld, f"is a JSON {_typename(rv)}", "a row object")
+                continue
+            row = self.parse_row(rv, i, fld)
+            if row is None:
+                continue
+            for label_fld, label in (
+                ("relation_cycle_state", row.relation_cycle_state),
+                ("relation_pattern", row.relation_pattern),
+            ):
+                if label and label not in pattern_set:
+                    self.warn(f"{fld}.{label_fld}", f"unknown {scenario} pattern {label!r}", f"one of {sorted(pattern_set)} or \"\"")
+            for j, s in enumerate(row.support_strategy):
+                if s.strategy_type and s.strategy_type not in strategy_set:
+                    self.warn(
+                        f"{fld}.support_strategy[{j}].strategy_type",
+                        f"unknown {scenario} strategy {s.strategy_type!r}",
+                        f"one of {sorted(strategy_set)}",
+                    )
+            if row.utterance_type and row.utterance_type not in UTTERANCE_TYPES:
+                self.warn(f"{fld}.utterance_type", f"unknown utterance type {row.utterance_type!r}", f"one of {list(UTTERANCE_TYPES)} or \"\"")
+            rows.append(row)
+        self.row_i = -1
+
+        # participants: declared, else inferred in order of first appearance
+        people_order: list[str] = []
+        spoken: list[str] = []
+
+        def note(name: str, into: list[str]) -> None:
+            if name and name not in NON_CLIENT_NAMES and name not in into:
+                into.append(name)
+
+        for r in rows:
+            note(r.primary_speaker, spoken)
+            note(r.primary_speaker, people_order)
+            for t in r.target:
+                note(t, people_order)
+            for s in r.support_strategy:
+                for t in s.target:
+                    note(t, people_order)
+            for e in r.internal_emotion:
+                note(e.person, people_order)
+        if declared is None:
+            participants = list(people_order)
+        else:
+            for name in spoken:
+                if name not in participants:
+                    self.warn("participants", f"speaker {name!r} is not listed", "every client who speaks listed in participants")
+                    participants.append(name)
+        mentioned: list[str] = []
+        for r in rows:
+            for v in r.viewpoints_attitudes:
+                note(v.source, mentioned)
+                note(v.target, mentioned)
+            for name in people_order:
+                note(name, mentioned)
+        mentioned = [m for m in mentioned if m not in participants]
+        if not participants:
+            self.error("participants", "no client found", "at least one client speaker or a participants list")
+
+        has_errors = any(p.severity == "error" for p in self.problems)
+        if has_errors:
+            return None, self.problems
+        extras = {k: v for k, v in obj.items() if k not in DIALOGUE_KEYS and k != "mentioned"}
+        source_file = obj.get("source_file") if isinstance(obj.get("source_file"), str) else ""
+        dialogue = Dialogue(
+            sample_id=sid,
+            scenario=scenario,
+            participants=participants,
+            rows=rows,
+            source_file=source_file or "",
+            mentioned=mentioned,
+            origin=(self.file, self.line),
+            extras=extras,
+            raw=obj,
+        )
+        return dialogue, self.problems
+
+    # row -----------------------------------------------------------------------------------
+    def parse_row(self, rv: dict, i: int, fld: str) -> Row | None:
+        speaker_v = rv.get("primary_speaker")
+        if speaker_v is None or (isinstance(speaker_v, str) and not speaker_v.strip()):
+            self.error(f"{fld}.primary_speaker", "missing" if speaker_v is None else "empty", f'"{THERAPIST}" or a client name')
+            return None
+        if not isinstance(speaker_v, str):
+            self.error(f"{fld}.primary_speaker", f"is a {_typename(speaker_v)}", f'"{THERAPIST}" or a client name')
+            return None
+        ri = rv.get("row_index", i + 1)
+        if isinstance(ri, bool) or not isinstance(ri, (int, float)) or (isinstance(ri, float) and not ri.is_integer()):
+            self.error(f"{fld}.row_index", f"{ri!r} is not an integer", "a 1-based row number")
+            ri = i + 1
+
+        row = Row(
+            row_index=int(ri),
+            primary_speaker=fix_text(speaker_v).strip(),
+            start_time=self.number(rv.get("start_time"), f"{fld}.start_time", required=False),
+            end_time=self.number(rv.get("end_time"), f"{fld}.end_time", required=False),
+            target=self.names(rv.get("target"), f"{fld}.target"),
+            dialogue_cleaned=self.text(rv, "dialogue_cleaned", f"{fld}.dialogue_cleaned"),
+            utterance_type=self.text(rv, "utterance_type", f"{fld}.utterance_type"),
+            tone_of_voice=self.text(rv, "tone_of_voice", f"{fld}.tone_of_voice"),
+            relation_cycle_state=self.opt_label(rv, "relation_cycle_state", f"{fld}.relation_cycle_state"),
+            relation_cycle_reason=self.opt_text(rv, "relation_cycle_reason", f"{fld}.relation_cycle_reason"),
+            relation_cycle_evidence_rows=(
+                self.int_list(rv.get("relation_cycle_evidence_rows"), f"{fld}.relation_cycle_evidence_rows")
+                if "relation_cycle_evidence_rows" in rv
+                else None
+            ),
+            relation_pattern=self.opt_label(rv, "relation_pattern", f"{fld}.relation_pattern"),
+            relation_pattern_reason=self.opt_text(rv, "relation_pattern_reason", f"{fld}.relation_pattern_reason"),
+            relation_pattern_evidence_rows=self.int_list(rv.get("relation_pattern_evidence_rows"), f"{fld}.relation_pattern_evidence_rows"),
+            extras={k: v for k, v in rv.items() if k not in ROW_KEYS},
+            raw=rv,
+        )
+        for key in ("body_posture", "facial_expressions", "self_directed_behavior"):
+            target_list = getattr(row, key)
+            for f2, it in self.items(rv, key, f"{fld}.{key}"):
+                target_list.append(PersonDescription(self.text(it, "person", f"{f2}.person"), self.text(it, "description", f"{f2}.description")))
+        for f2, it in self.items(rv, "interaction_behavior", f"{fld}.interaction_behavior"):
+            row.interaction_behavior.append(
+                InteractionBehavior(
+                    self.text(it, "initiator", f"{f2}.initiator"),
+                    self.names(it.get("target"), f"{f2}.target"),
+                    self.text(it, "description", f"{f2}.description"),
+                )
+            )
+        for f2, it in self.items(rv, "background_dialogue", f"{fld}.background_dialogue"):
+            row.background_dialogue.append(
+                BackgroundUtterance(
+                    self.text(it, "speaker", f"{f2}.speaker"),
+                    self.names(it.get("target"), f"{f2}.target"),
+                    self.text(it, "content", f"{f2}.content"),
+                )
+            )
+        for f2, it in self.items(rv, "internal_emotion", f"{fld}.internal_emotion"):
+            intensity = self.number(it.get("intensity"), f"{f2}.intensity", required=True)
+            if intensity is not None and not 1 <= intensity <= 10:
+                self.error(f"{f2}.intensity", f"{it.get('intensity')!r} is outside 1-10", "a number from 1 to 10")
+                intensity = None
+            person = self.text(it, "person", f"{f2}.person")
+            if not person:
+                self.error(f"{f2}.person", "missing", "the name of the person who feels it")
+            if intensity is not None:
+                row.internal_emotion.append(EmotionRecord(person, self.text(it, "emotion_description", f"{f2}.emotion_description"), intensity))
+        for f2, it in self.items(rv, "viewpoints_attitudes", f"{fld}.viewpoints_attitudes"):
+            row.viewpoints_attitudes.append(
+                ViewpointRecord(
+                    self.text(it, "source", f"{f2}.source"),
+                    self.text(it, "target", f"{f2}.target") if not isinstance(it.get("target"), list) else ", ".join(self.names(it.get("target"), f"{f2}.target")),
+                    self.text(it, "viewpoint", f"{f2}.viewpoint"),
+                    self.text(it, "attitude", f"{f2}.attitude"),
+                )
+            )
+        for f2, it in self.items(rv, "support_strategy", f"{fld}.support_strategy"):
+            row.support_strategy.append(
+                StrategyRecord(
+                    self.text(it, "provider", f"{f2}.provider") or THERAPIST,
+                    self.names(it.get("target"), f"{f2}.target"),
+                    self.text(it, "strategy_type", f"{f2}.strategy_type"),
+                    self.text(it, "strategy_content", f"{f2}.strategy_content"),
+                )
+            )
+        return row
+
+
+def _infer_scenario(sample_id: str, rows: list, participants: list[str]) -> Scenario:
+    """``family`` when the sample id names ``family_therapy`` or any target says ``Family``,
+    or more than two clients take part; ``couple`` otherwise."""
+    sid = sample_id.lower()
+    if sid.startswith("family_therapy/") or "/family_therapy/" in sid:
+        return "family"
+    for r in rows:
+        if not isinstance(r, dict):
+            continue
+        targets = r.get("target") if isinstance(r.get("target"), list) else [r.get("target")]
+        if "Family" in targets or r.get("primary_speaker") == "Family":
+            return "family"
+        for s in r.get("support_strategy") or []:
+            if isinstance(s, dict) and isinstance(s.get("target"), list) and "Family" in s["target"]:
+                return "family"
+    if len(participants) > 2:
+        return "family"
+    return "couple"
