@@ -98,7 +98,7 @@ def stance_of(attitude: str, viewpoint: str = "") -> float:
     return float(v)
 
 
-@dataclass
+@dataclass(eq=False)
 class GroupState:
     """(s_t, G_t, ρ_t) after a given row, plus the bookkeeping agents use.
 
@@ -122,6 +122,27 @@ class GroupState:
     @property
     def n(self) -> int:
         return len(self.members)
+
+    def __eq__(self, other: object) -> bool:
+        # arrays compare element-wise; NaN intensities (never annotated) count as equal
+        if not isinstance(other, GroupState):
+            return NotImplemented
+        return (
+            self.scenario == other.scenario
+            and self.members == other.members
+            and np.array_equal(self.distress, other.distress)
+            and np.array_equal(self.intensity, other.intensity, equal_nan=True)
+            and self.emotion == other.emotion
+            and np.array_equal(self.stance, other.stance)
+            and self.pattern == other.pattern
+            and self.row_index == other.row_index
+            and np.array_equal(self.untended, other.untended)
+            and self.last_speaker == other.last_speaker
+            and self.last_strategy == other.last_strategy
+            and self.last_target == other.last_target
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     def worst_off(self) -> int:
         """Slot of the most distressed member (lowest slot on ties)."""

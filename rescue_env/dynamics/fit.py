@@ -1,0 +1,279 @@
+"""Fitting the calibrated client model from annotated dialogues.
+
+Each estimate is a data average shrunk toward the clinical prior of
+:mod:`rescue_env.dynamics.priors` with a fixed number of pseudo-observations, so that a
+thin data set moves the numbers only as far as its counts justify. What is counted
+(one simulator step is taken to be one labelled transition / one therapist move):
+
+- **pattern transitions**: consecutive labelled rows (``Row.relation_label``, ``""`` = no
+  clear pattern), with the therapist's latest strategy since the previous label as the
+  action (0 when the therapist did not intervene in between);
+- **strategy effects**: for each therapist row, the change of each addressed member's
+  distress from their last annotation before the row to their first within
+  :data:`EFFECT_WINDOW` rows after it, pooled per strategy;
+- **untended drift**: the same change for members the therapist did not address, relative
+  to their distress before;
+- **utterance types** per pattern, **who answers** the therapist, and how often a second
+  client speaks before the therapist does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable
+
+import numpy as np
+
+from rescue_env.data.schema import Dialogue
+from rescue_env.dynamics import priors
+from rescue_env.dynamics.params import DynamicsParams, ScenarioParams
+from rescue_env.state import StateTracker
+from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns, strategies
+
+#: Rows after a therapist move within which the addressed member's next annotation counts.
+EFFECT_WINDOW = 6
+#: Lowest untended-growth rate a fit may return (see :func:`fit_scenario`).
+UNTENDED_FLOOR = 0.01
+
+
+@dataclass(frozen=True)
+class PriorStrength:
+    """Pseudo-observations given to the prior of each estimate."""
+
+    transition: float = 8.0
+    effect: float = 6.0
+    untended: float = 10.0
+    utterance: float = 20.0
+    speak: float = 10.0
+
+
+@dataclass
+class TransitionRecord:
+    """One observed pattern transition (indices into the scenario's pattern states)."""
+
+    dialogue: str
+    action: int
+    src: int
+    dst: int
+
+
+@dataclass
+class EffectRecord:
+    """One observed distress change of a member after a therapist row (or untended)."""
+
+    dialogue: str
+    strategy: int | None  # None = member not addressed
+    pattern: int
+    before: float
+    after: float
+    group_size: int
+    n_addressed: int
+
+
+def extract_transitions(dialogue: Dialogue) -> list[TransitionRecord]:
+    """Pattern transitions of one dialogue with the therapist action between them."""
+    states = priors.pattern_states(dialogue.scenario)
+    strats = strategies(dialogue.scenario)
+    labels = set(patterns(dialogue.scenario))
+    out: list[TransitionRecord] = []
+    prev: int | None = None
+    action = 0
+    for row in dialogue.rows:
+        if row.is_therapist and row.strategy in strats:
+            action = 1 + strats.index(row.strategy)
+        label = row.relation_label
+        if label is None or (label and label not in labels):
+            continue
+        cur = states.index(label) if label else len(states) - 1
+        if prev is not None:
+            out.append(TransitionRecord(dialogue.sample_id, action, prev, cur))
+        prev, action = cur, 0
+    return out
+
+
+def extract_effects(dialogue: Dialogue) -> list[EffectRecord]:
+    """Distress changes after therapist rows, for addressed and unaddressed members."""
+    strats = strategies(dialogue.scenario)
+    states = priors.pattern_states(dialogue.scenario)
+    tracker = StateTracker(dialogue.scenario, dialogue.participants)
+    # annotations[i] = list of (row position, distress) for member i
+    annotations: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    snapshots = []
+    for pos, row in enumerate(dialogue.rows):
+        before = tracker.state.copy()
+        snapshots.append(before)
+        st = tracker.update(row)
+        for e in row.internal_emotion:
+            i = tracker.index.get(e.person)
+            if i is not None:
+                annotations[i].append((pos, float(st.distress[i])))
+    out: list[EffectRecord] = []
+    n = len(dialogue.participants)
+    for pos, row in enumerate(dialogue.rows):
+        if not row.is_therapist:
+            continue
+        before = snapshots[pos]
+        targets = list(row.target)
+        for s in row.support_strategy:
+            targets.extend(s.target)
+        addressed = tracker.addressed_slots(targets)
+        strategy = strats.index(row.strategy) if row.strategy in strats else None
+        if strategy is None:
+            continue
+        p = states.index(before.pattern) if before.pattern in states else len(states) - 1
+        for i in range(n):
+            if np.isnan(before.intensity[i]):
+                continue
+            after = next((d for q, d in annotations[i] if pos < q <= pos + EFFECT_WINDOW), None)
+            if after is None:
+                continue
+            out.append(
+                EffectRecord(dialogue.sample_id, strategy if i in addressed else None, p, float(before.distress[i]), after, n, len(addressed))
+            )
+    return out
+
+
+def _shrunk_mean(values: list[float], prior: float, strength: float) -> float:
+    return (float(np.sum(values)) + strength * prior) / (len(values) + strength)
+
+
+def fit_scenario(dialogues: list[Dialogue], scenario: str, strength: PriorStrength = PriorStrength()) -> tuple[ScenarioParams, dict]:
+    """Fit one scenario's parameters; returns them and the counts behind each estimate."""
+    strats = strategies(scenario)
+    states = priors.pattern_states(scenario)
+    n_p, n_s, n_u = len(states), len(strats), len(UTTERANCE_TYPES)
+
+    # pattern transitions ---------------------------------------------------------------
+    counts = np.zeros((n_s + 1, n_p, n_p))
+    for d in dialogues:
+        for t in extract_transitions(d):
+            counts[t.action, t.src, t.dst] += 1
+    prior_t = priors.transition_prior(scenario)
+    n_rows = counts.sum(axis=2, keepdims=True)
+    transition = (counts + strength.transition * prior_t) / (n_rows + strength.transition)
+
+    # strategy effects and untended drift --------------------------------------------------
+    effects = [e for d in dialogues for e in extract_effects(d)]
+    prior_e = priors.effect_prior(scenario)
+    effect = prior_e.copy()
+    effect_n = np.zeros(n_s, dtype=int)
+    for s in range(n_s):
+        deltas = [e.after - e.before for e in effects if e.strategy == s]
+        effect_n[s] = len(deltas)
+        if deltas:
+            # shift the pattern-specific prior column by the shrunk data offset of this strategy
+            prior_mean = float(np.mean([prior_e[e.pattern, s] for e in effects if e.strategy == s]))
+            offset = _shrunk_mean([x - prior_mean for x in deltas], 0.0, strength.effect)
+            effect[:, s] = prior_e[:, s] + offset
+    untended = [e for e in effects if e.strategy is None and e.before > 0.4]
+    growth_obs = [(e.after - e.before) / max(e.before, 1e-6) for e in untended]
+    # Floored at UNTENDED_FLOOR: a small data set's regression to the mean (a member who
+    # just spiked calms a little whoever speaks) hides the bucket effect the model must keep.
+    untended_growth = float(np.clip(_shrunk_mean(growth_obs, 0.03, strength.untended), UNTENDED_FLOOR, 0.1))
+
+    # utterance types, answering and turn counts -------------------------------------------
+    u_counts = np.zeros((n_p, n_u))
+    answered = 0
+    answered_n = 0
+    second = np.zeros(n_p)
+    gaps = np.zeros(n_p)
+    for d in dialogues:
+        tracker = StateTracker(d.scenario, d.participants)
+        addressed: set[int] | None = None
+        run = 0
+        gap_pattern = n_p - 1
+        for row in d.rows:
+            p = states.index(tracker.state.pattern) if tracker.state.pattern in states else n_p - 1
+            if row.is_therapist:
+                if run:
+                    gaps[gap_pattern] += 1
+                    second[gap_pattern] += run >= 2
+                targets = list(row.target)
+                for s in row.support_strategy:
+                    targets.extend(s.target)
+                addressed = tracker.addressed_slots(targets)
+                run = 0
+                gap_pattern = p
+            else:
+                if row.utterance_type in UTTERANCE_TYPES:
+                    u_counts[p, UTTERANCE_TYPES.index(row.utterance_type)] += 1
+                if addressed is not None and run == 0 and row.primary_speaker in tracker.index and len(addressed) < len(d.participants):
+                    answered_n += 1
+                    answered += tracker.index[row.primary_speaker] in addressed
+                run += 1
+            tracker.update(row)
+    prior_u = priors.utterance_prior(scenario)
+    utterance = (u_counts + strength.utterance * prior_u) / (u_counts.sum(axis=1, keepdims=True) + strength.utterance)
+    prior_second = np.where(priors.pattern_valence(scenario) < -0.8, 0.6, 0.4)
+    second_turn = (second + strength.speak * prior_second) / (gaps + strength.speak)
+    p_answer = (answered + strength.speak * 0.8) / (answered_n + strength.speak)
+    # convert the answer rate into a logit bonus for a member among n (~2.5 on average)
+    n_avg = 2 if scenario == "couple" else 4
+    speak_addressed = float(np.log(max(p_answer, 1e-3) * (n_avg - 1) / max(1 - p_answer, 1e-3)))
+
+    valence = priors.pattern_valence(scenario)
+    params = ScenarioParams(
+        scenario=scenario,
+        patterns=list(patterns(scenario)),
+        strategies=list(strats),
+        transition=transition,
+        effect=effect,
+        pattern_pressure=-0.02 * valence,
+        harden=np.array([priors.HARDEN.get(p or "", 0.0) for p in states]),
+        soften=np.array([priors.SOFTEN.get(s, 0.03) for s in strats]),
+        second_turn=second_turn,
+        utterance=utterance,
+        utterance_effect=np.array([priors.UTTERANCE_EFFECT[u] for u in UTTERANCE_TYPES]),
+        untended_growth=untended_growth,
+        speak_addressed=speak_addressed,
+    )
+    provenance = {
+        "dialogues": len(dialogues),
+        "transitions": int(counts.sum()),
+        "transitions_per_action": {("listen" if a == 0 else strats[a - 1]): int(counts[a].sum()) for a in range(n_s + 1)},
+        "effect_observations_per_strategy": {strats[s]: int(effect_n[s]) for s in range(n_s)},
+        "untended_observations": len(untended),
+        "untended_growth_raw": float(_shrunk_mean(growth_obs, 0.03, strength.untended)),
+        "utterance_observations": int(u_counts.sum()),
+        "answer_observations": answered_n,
+        "turn_gaps": int(gaps.sum()),
+    }
+    return params, provenance
+
+
+def fit_params(
+    dialogues: Iterable[Dialogue],
+    *,
+    sources: list[str] | None = None,
+    strength: PriorStrength = PriorStrength(),
+    base: DynamicsParams | None = None,
+) -> DynamicsParams:
+    """Fit both scenarios from ``dialogues``. A scenario with no dialogue keeps ``base``'s
+    parameters (the packaged defaults when ``base`` is None) and says so in provenance."""
+    ds = list(dialogues)
+    scenarios: dict[str, ScenarioParams] = {}
+    prov: dict = {
+        "fitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sources": sources or [],
+        "method": "data counts shrunk toward clinical priors (rescue_env.dynamics.priors)",
+        "prior_pseudo_observations": strength.__dict__,
+        "step_unit": "one labelled pattern transition / one therapist move",
+        "scenarios": {},
+    }
+    for scenario in ("couple", "family"):
+        subset = [d for d in ds if d.scenario == scenario]
+        if subset:
+            scenarios[scenario], prov["scenarios"][scenario] = fit_scenario(subset, scenario, strength)
+        else:
+            fallback = base if base is not None else DynamicsParams.load()
+            scenarios[scenario] = fallback[scenario]
+            prov["scenarios"][scenario] = {"dialogues": 0, "note": "no data: parameters kept from the base file"}
+    return DynamicsParams(scenarios=scenarios, provenance=prov)
+
+
+def prior_params() -> DynamicsParams:
+    """Parameters from the priors alone (no data), for tests and as a reference."""
+    scenarios = {scenario: fit_scenario([], scenario)[0] for scenario in ("couple", "family")}
+    return DynamicsParams(scenarios=scenarios, provenance={"method": "priors only (no data)"})

@@ -1,0 +1,175 @@
+"""Pieces both environment adapters share: seed data, backends, observations, episode books."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+from gymnasium import spaces
+
+from rescue_env.data.loader import load_dialogues, resolve_data_path
+from rescue_env.data.schema import Dialogue
+from rescue_env.dynamics.base import ClientBackend, TherapistMove
+from rescue_env.dynamics.calibrated import CalibratedBackend
+from rescue_env.dynamics.params import DynamicsParams
+from rescue_env.dynamics.text import TextBank
+from rescue_env.reward import RewardConfig, sigma_star
+from rescue_env.session import Session
+from rescue_env.state import GroupState
+from rescue_env.taxonomy.actions import ActionEncoding
+
+
+@lru_cache(maxsize=8)
+def _cached_dialogues(path: str) -> tuple[Dialogue, ...]:
+    # Dialogues are read-only inputs; sharing them across vectorised envs saves the parse.
+    return tuple(load_dialogues(path))
+
+
+@lru_cache(maxsize=8)
+def _cached_bank(path: str, scenario: str) -> TextBank:
+    return TextBank([d for d in _cached_dialogues(path) if d.scenario == scenario])
+
+
+def seed_dialogues(data: str | Sequence[Dialogue] | None, scenario: str) -> tuple[list[Dialogue], TextBank]:
+    """Seed dialogues of ``scenario`` from a path (bundled seeds when ``None``) or a list,
+    with the retrieval corpus built from them."""
+    if data is None or isinstance(data, str):
+        key = str(resolve_data_path(data))
+        dialogues = [d for d in _cached_dialogues(key) if d.scenario == scenario]
+        bank = _cached_bank(key, scenario)
+    else:
+        dialogues = [d for d in data if d.scenario == scenario]
+        bank = TextBank(dialogues)
+    if not dialogues:
+        raise ValueError(f"no {scenario} dialogue in the seed data ({data or 'bundled seeds'}); point data_path at a data set with {scenario} sessions")
+    return dialogues, bank
+
+
+def make_backend(dynamics: str | ClientBackend, scenario: str, params: DynamicsParams | str | None = None) -> ClientBackend:
+    """A client backend by name (``"calibrated"``) or the instance given."""
+    if not isinstance(dynamics, str):
+        return dynamics
+    if dynamics == "calibrated":
+        return CalibratedBackend(scenario, params)
+    raise ValueError(f"unknown dynamics {dynamics!r}: use 'calibrated', or pass a backend instance (e.g. an LLM backend)")
+
+
+def start_session(
+    dialogues: Sequence[Dialogue],
+    rng: np.random.Generator,
+    options: dict[str, Any],
+    *,
+    backend: ClientBackend,
+    encoding: ActionEncoding,
+    min_prefix: int,
+    record: bool,
+    text_bank: TextBank,
+) -> Session:
+    """A session on a seeded draw of dialogue and cut row (``options`` may fix either:
+    ``{"dialogue": sample_id, "start_row": k}``)."""
+    if "dialogue" in options:
+        matches = [d for d in dialogues if d.sample_id == options["dialogue"]]
+        if not matches:
+            raise ValueError(f"no seed dialogue {options['dialogue']!r}; have {[d.sample_id for d in dialogues]}")
+        dialogue = matches[0]
+    else:
+        dialogue = dialogues[int(rng.integers(len(dialogues)))]
+    n_rows = len(dialogue.rows)
+    if "start_row" in options:
+        start = int(options["start_row"])
+    else:
+        low = min(min_prefix, n_rows - 1)
+        start = int(rng.integers(low, n_rows)) if n_rows > 1 else 0
+    return Session(dialogue, start, backend, encoding, rng, record=record, text_bank=text_bank)
+
+
+class Observer:
+    """Builds the padded ``Dict`` observation of a session (see the Gym env's docstring)."""
+
+    def __init__(self, encoding: ActionEncoding, patterns: Sequence[str], horizon: int):
+        self.cap = encoding.max_members
+        self.patterns = tuple(patterns)
+        self._index = {p: i for i, p in enumerate(self.patterns)}
+        self.horizon = horizon
+        cap = self.cap
+        self.space = spaces.Dict(
+            {
+                "distress": spaces.Box(0.0, 1.0, (cap,), np.float32),
+                "stance": spaces.Box(-1.0, 1.0, (cap, cap), np.float32),
+                "pattern": spaces.Box(0.0, 1.0, (len(self.patterns) + 1,), np.float32),
+                "present": spaces.Box(0.0, 1.0, (cap,), np.float32),
+                "untended": spaces.Box(0.0, 1.0, (cap,), np.float32),
+                "tempo": spaces.Box(0.0, 1.0, (2,), np.float32),
+            }
+        )
+
+    def observe(self, session: Session) -> dict[str, np.ndarray]:
+        st = session.state
+        n, cap = st.n, self.cap
+        distress = np.zeros(cap, np.float32)
+        distress[:n] = st.distress
+        stance = np.zeros((cap, cap), np.float32)
+        stance[:n, :n] = st.stance
+        pattern = np.zeros(len(self.patterns) + 1, np.float32)
+        pattern[self._index.get(st.pattern, len(self.patterns)) if st.pattern else len(self.patterns)] = 1.0
+        present = np.zeros(cap, np.float32)
+        present[:n] = 1.0
+        untended = np.zeros(cap, np.float32)
+        untended[:n] = np.minimum(st.untended, 10) / 10.0
+        tempo = np.array([min(session.t / self.horizon, 1.0), min(session.streak / 3.0, 1.0)], np.float32)
+        return {"distress": distress, "stance": stance, "pattern": pattern, "present": present, "untended": untended, "tempo": tempo}
+
+
+class EpisodeBook:
+    """σ* bookkeeping of one episode: discounted return, component sums, peaks, untended
+    turns, settling."""
+
+    def __init__(self, session: Session, reward: RewardConfig, settle_threshold: float, settle_steps: int):
+        self.session = session
+        self.reward = reward
+        self.settle_threshold = settle_threshold
+        self.settle_steps = settle_steps
+        self.sigma_return = 0.0
+        self._discount = 1.0
+        self.components = {"mean_distress": 0.0, "stance": 0.0, "max_distress": 0.0, "intervention_cost": 0.0}
+        self.peak_max = session.state.max_distress()
+        self.untended_turns = np.zeros(session.n, dtype=np.int64)
+        self.invalid = 0
+        self._settled = 0
+
+    def record(self, move: TherapistMove, invalid: bool) -> tuple[float, dict[str, float]]:
+        """Book one step (after the session moved); returns the step reward and components."""
+        st: GroupState = self.session.state
+        reward, components = sigma_star(st, move.intervene, self.reward)
+        self.sigma_return += self._discount * reward
+        self._discount *= self.reward.gamma
+        for k, v in components.items():
+            self.components[k] += v
+        self.peak_max = max(self.peak_max, st.max_distress())
+        self.invalid += invalid
+        self.untended_turns += 1
+        if move.intervene:
+            self.untended_turns[list(move.slots)] -= 1
+        self._settled = self._settled + 1 if st.max_distress() < self.settle_threshold else 0
+        return reward, components
+
+    @property
+    def settled(self) -> bool:
+        return self._settled >= self.settle_steps
+
+    def stats(self) -> dict[str, Any]:
+        st = self.session.state
+        return {
+            "steps": self.session.t,
+            "sigma_return": self.sigma_return,
+            "sigma": dict(self.components),
+            "final_max_distress": st.max_distress(),
+            "final_mean_distress": st.mean_distress(),
+            "peak_max_distress": self.peak_max,
+            "untended_turns": {m: int(x) for m, x in zip(self.session.members, self.untended_turns)},
+            "interventions": self.session.n_interventions,
+            "invalid_actions": self.invalid,
+            "seed_dialogue": self.session.dialogue.sample_id,
+            "start_row": self.session.start_row,
+        }

@@ -1,0 +1,265 @@
+"""PettingZoo environment: the therapist and every client are agents of one session.
+
+Factories (from the package root): :func:`parallel_env` (the ``ParallelEnv``),
+:func:`raw_env` (AEC via PettingZoo's standard conversion) and :func:`env` (the AEC env with
+the usual order-enforcing and bounds wrappers). Each takes ``scenario="couple"|"family"`` and
+the keyword arguments of :class:`~rescue_env.envs.gym_env.GroupSupportEnv`.
+
+Agents: ``"therapist"`` and ``"client_0"`` … ``"client_{N-1}"`` (member slots; the names of
+the people are in ``infos[agent]["name"]``). A family smaller than the cap has fewer live
+client agents.
+
+- Therapist: action and observation as in the Gymnasium env; observation
+  ``{"observation": Dict, "action_mask": int8}``.
+- Client i: ``Discrete(1 + U·(N+2))``: 0 = stay silent; ``1 + u·(N+2) + a`` = an utterance of
+  type ``u`` (:data:`~rescue_env.taxonomy.UTTERANCE_TYPES`) addressed to member slot ``a``
+  (``a < N``), the therapist (``a = N``) or the whole group (``a = N+1``). Addressing
+  oneself or an absent member is masked out. Observation: the shared view plus ``self``
+  (one-hot slot) and ``action_mask``.
+- Moves are simultaneous: clients choose without seeing the therapist's current move. A
+  client agent missing from the action dict is played by the backend's own client policy,
+  so any subset of client slots can be user-driven. Invalid (masked) client actions are
+  played as silence.
+- Rewards: the therapist gets σ*; client i gets ``−d_i + β · mean_j g_ij`` (its own distress
+  and warmth toward the others).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from pettingzoo import ParallelEnv
+from pettingzoo.utils import wrappers
+from pettingzoo.utils.conversions import parallel_to_aec
+
+from rescue_env.data.schema import Dialogue
+from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, Behaviour, ClientBackend
+from rescue_env.dynamics.params import DynamicsParams
+from rescue_env.envs.common import EpisodeBook, Observer, make_backend, seed_dialogues, start_session
+from rescue_env.reward import RewardConfig
+from rescue_env.session import Session
+from rescue_env.taxonomy.actions import ActionEncoding
+from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns
+
+THERAPIST_AGENT = "therapist"
+
+
+class GroupSupportParallelEnv(ParallelEnv):
+    """Multi-agent view of a simulated session (see the module docstring)."""
+
+    metadata = {"name": "rescue_group_support_v0", "render_modes": ["ansi", "rgb_array"], "is_parallelizable": True}
+
+    def __init__(
+        self,
+        scenario: str = "couple",
+        *,
+        dynamics: str | ClientBackend = "calibrated",
+        params: DynamicsParams | str | None = None,
+        data_path: str | Sequence[Dialogue] | None = None,
+        horizon: int = 30,
+        reward: RewardConfig | dict[str, float] | None = None,
+        max_members: int | None = None,
+        min_prefix: int = 2,
+        settle_threshold: float = 0.2,
+        settle_steps: int = 3,
+        terminate_on_settle: bool = True,
+        record_transcript: bool = False,
+        render_mode: str | None = None,
+    ):
+        if scenario not in ("couple", "family"):
+            raise ValueError(f"unknown scenario {scenario!r}: expected 'couple' or 'family'")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} not supported; use one of {self.metadata['render_modes']}")
+        self.scenario = scenario
+        self.encoding = ActionEncoding(scenario, max_members)
+        self.backend = make_backend(dynamics, scenario, params)
+        self.dialogues, self.text_bank = seed_dialogues(data_path, scenario)
+        self.horizon = int(horizon)
+        self.reward_cfg = reward if isinstance(reward, RewardConfig) else RewardConfig(**(reward or {}))
+        self.min_prefix = int(min_prefix)
+        self.settle_threshold = float(settle_threshold)
+        self.settle_steps = int(settle_steps)
+        self.terminate_on_settle = bool(terminate_on_settle)
+        self.record_transcript = bool(record_transcript) or render_mode == "ansi"
+        self.render_mode = render_mode
+
+        cap = self.encoding.max_members
+        self.observer = Observer(self.encoding, patterns(scenario), self.horizon)
+        self.n_utterances = len(UTTERANCE_TYPES)
+        self.n_addressees = cap + 2
+        self.possible_agents = [THERAPIST_AGENT] + [f"client_{i}" for i in range(cap)]
+        n_client_actions = 1 + self.n_utterances * self.n_addressees
+        self._observation_spaces = {
+            THERAPIST_AGENT: spaces.Dict(
+                {"observation": self.observer.space, "action_mask": spaces.Box(0, 1, (self.encoding.n_actions,), np.int8)}
+            )
+        }
+        self._action_spaces: dict[str, spaces.Space] = {THERAPIST_AGENT: spaces.Discrete(self.encoding.n_actions)}
+        for i in range(cap):
+            agent = f"client_{i}"
+            self._observation_spaces[agent] = spaces.Dict(
+                {
+                    "observation": spaces.Dict({**self.observer.space.spaces, "self": spaces.Box(0.0, 1.0, (cap,), np.float32)}),
+                    "action_mask": spaces.Box(0, 1, (n_client_actions,), np.int8),
+                }
+            )
+            self._action_spaces[agent] = spaces.Discrete(n_client_actions)
+        self.agents: list[str] = []
+        self.session: Session | None = None
+        self._np_random, _ = seeding.np_random(None)
+
+    # spaces (same object every call) -----------------------------------------------------
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._action_spaces[agent]
+
+    # client action encoding ------------------------------------------------------------------
+    def client_action(self, utterance_type: str | int, addressee: int) -> int:
+        """Flat client action for an utterance type toward ``addressee`` (a member slot,
+        :data:`TO_THERAPIST` or :data:`TO_GROUP`)."""
+        u = UTTERANCE_TYPES.index(utterance_type) if isinstance(utterance_type, str) else int(utterance_type)
+        cap = self.encoding.max_members
+        a = cap if addressee == TO_THERAPIST else cap + 1 if addressee == TO_GROUP else int(addressee)
+        return 1 + u * self.n_addressees + a
+
+    def decode_client_action(self, action: int) -> Behaviour | None:
+        """``None`` for silence, else the :class:`Behaviour`."""
+        if action == 0:
+            return None
+        u, a = divmod(int(action) - 1, self.n_addressees)
+        cap = self.encoding.max_members
+        addressee = TO_THERAPIST if a == cap else TO_GROUP if a == cap + 1 else a
+        return Behaviour(u, addressee)
+
+    def _client_mask(self, slot: int, n: int) -> np.ndarray:
+        cap = self.encoding.max_members
+        per_type = np.zeros(self.n_addressees, np.int8)
+        per_type[:n] = 1
+        per_type[slot] = 0
+        per_type[cap] = 1
+        per_type[cap + 1] = int(n > 1)
+        return np.concatenate([np.ones(1, np.int8), np.tile(per_type, self.n_utterances)])
+
+    # observations -------------------------------------------------------------------------------
+    def _observations(self) -> dict[str, Any]:
+        assert self.session is not None
+        shared = self.observer.observe(self.session)
+        obs: dict[str, Any] = {THERAPIST_AGENT: {"observation": shared, "action_mask": self._therapist_mask.copy()}}
+        cap = self.encoding.max_members
+        for i in range(self.session.n):
+            me = np.zeros(cap, np.float32)
+            me[i] = 1.0
+            obs[f"client_{i}"] = {"observation": {**shared, "self": me}, "action_mask": self._client_masks[i].copy()}
+        return obs
+
+    def _infos(self) -> dict[str, dict[str, Any]]:
+        assert self.session is not None
+        infos: dict[str, dict[str, Any]] = {THERAPIST_AGENT: {"state": self.session.state.copy()}}
+        for i, name in enumerate(self.session.members):
+            infos[f"client_{i}"] = {"name": name}
+        return infos
+
+    # API ----------------------------------------------------------------------------------------
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            self._np_random, _ = seeding.np_random(seed)
+        self.session = start_session(
+            self.dialogues,
+            self._np_random,
+            options or {},
+            backend=self.backend,
+            encoding=self.encoding,
+            min_prefix=self.min_prefix,
+            record=self.record_transcript,
+            text_bank=self.text_bank,
+        )
+        n = self.session.n
+        self._therapist_mask = self.encoding.mask(n)
+        self._client_masks = [self._client_mask(i, n) for i in range(n)]
+        self.book = EpisodeBook(self.session, self.reward_cfg, self.settle_threshold, self.settle_steps)
+        self.agents = [THERAPIST_AGENT] + [f"client_{i}" for i in range(n)]
+        return self._observations(), self._infos()
+
+    def step(self, actions: dict[str, int]):
+        if self.session is None or not self.agents:
+            raise RuntimeError("call reset() before step() (the episode may have ended)")
+        if THERAPIST_AGENT not in actions:
+            raise ValueError(f"actions must include {THERAPIST_AGENT!r}; got {sorted(actions)}")
+        unknown = set(actions) - set(self.agents)
+        if unknown:
+            raise ValueError(f"actions for agents not in the episode: {sorted(unknown)}; live agents are {self.agents}")
+        session = self.session
+        n = session.n
+        therapist_action = int(actions[THERAPIST_AGENT])
+        move, _ = session.move_for(therapist_action)
+        driven = all(f"client_{i}" in actions for i in range(n))
+        own = {} if driven else self.backend.sample_behaviours(session.state, move, self._np_random)
+        behaviours: dict[int, Behaviour | None] = {}
+        for i in range(n):
+            agent = f"client_{i}"
+            if agent in actions:
+                a = int(actions[agent])
+                valid = 0 <= a < len(self._client_masks[i]) and self._client_masks[i][a]
+                behaviours[i] = self.decode_client_action(a) if valid else None
+            else:
+                behaviours[i] = own.get(i)
+        result = session.step(therapist_action, behaviours=behaviours)
+        reward, components = self.book.record(result.move, result.invalid_action)
+        st = session.state
+        terminated = self.terminate_on_settle and self.book.settled
+        truncated = not terminated and session.t >= self.horizon
+        rewards = {THERAPIST_AGENT: float(reward)}
+        for i in range(n):
+            warmth = float(st.stance[i].sum() / (n - 1)) if n > 1 else 0.0
+            rewards[f"client_{i}"] = float(-st.distress[i] + self.reward_cfg.beta * warmth)
+        observations = self._observations()
+        infos = self._infos()
+        infos[THERAPIST_AGENT].update(sigma=components, intervened=result.move.intervene, invalid_action=result.invalid_action)
+        if self.record_transcript:
+            infos[THERAPIST_AGENT]["rows"] = result.rows
+        if terminated or truncated:
+            infos[THERAPIST_AGENT]["sigma_return"] = self.book.sigma_return
+            infos[THERAPIST_AGENT]["episode"] = self.book.stats()
+        terminations = {a: terminated for a in self.agents}
+        truncations = {a: truncated for a in self.agents}
+        if terminated or truncated:
+            self.agents = []
+        return observations, rewards, terminations, truncations, infos
+
+    def render(self):
+        if self.render_mode is None or self.session is None:
+            return None
+        from rescue_env.envs.render import render_ansi, render_rgb
+
+        return render_ansi(self.session, None) if self.render_mode == "ansi" else render_rgb(self.session)
+
+    def close(self) -> None:
+        self.session = None
+
+    def state(self) -> np.ndarray:
+        """Global state vector (the therapist's observation, flattened)."""
+        if self.session is None:
+            raise RuntimeError("call reset() before state()")
+        return spaces.flatten(self.observer.space, self.observer.observe(self.session))
+
+
+def parallel_env(scenario: str = "couple", **kwargs: Any) -> GroupSupportParallelEnv:
+    """The ``ParallelEnv`` (see the module docstring for agents, spaces and rewards)."""
+    return GroupSupportParallelEnv(scenario, **kwargs)
+
+
+def raw_env(scenario: str = "couple", **kwargs: Any):
+    """The AEC env, converted from the parallel one by PettingZoo's ``parallel_to_aec``."""
+    return parallel_to_aec(parallel_env(scenario, **kwargs))
+
+
+def env(scenario: str = "couple", **kwargs: Any):
+    """The AEC env with PettingZoo's standard wrappers (bounds check, order enforcing)."""
+    aec = raw_env(scenario, **kwargs)
+    aec = wrappers.AssertOutOfBoundsWrapper(aec)
+    return wrappers.OrderEnforcingWrapper(aec)
