@@ -80,6 +80,7 @@ class Session:
             if record:
                 self.rows.append(replace(row, extras={**row.extras, "state": st.to_dict(), "simulated": False}))
         self.state: GroupState = tracker.state
+        self._valid_targets = encoding.target_mask(len(self.members)).astype(bool).tolist()
         self.t = 0
         self.streak = 0
         self.n_interventions = 0
@@ -102,7 +103,7 @@ class Session:
         decision = self.encoding.decode(action)
         if not decision.intervene:
             return TherapistMove(False), False
-        if not self.encoding.target_mask(self.n)[decision.target]:
+        if not self._valid_targets[decision.target]:
             return TherapistMove(False), True
         slots = self.encoding.target_slots(decision.target, self.n)  # type: ignore[arg-type]
         name = self.encoding.strategy_names[decision.strategy]  # type: ignore[index]

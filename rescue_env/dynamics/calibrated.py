@@ -25,6 +25,9 @@ All randomness comes from the generator passed in, so equal seeds give equal epi
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
+
 import numpy as np
 
 from rescue_env.dynamics.base import TO_THERAPIST, Behaviour, ClientTurn, TherapistMove
@@ -60,9 +63,13 @@ class CalibratedBackend:
         self._pattern_index = {p: i for i, p in enumerate(sp.patterns)}
         self._none = len(sp.patterns)
         # cumulative tables for inverse-CDF sampling (cheaper than Generator.choice per step)
-        self._cum_transition = np.cumsum(sp.transition, axis=2)
-        self._cum_utterance = np.cumsum(sp.utterance, axis=1)
-        self._uscale = sp.utterance_effect
+        self._cum_transition = np.cumsum(sp.transition, axis=2).tolist()
+        self._cum_utterance = np.cumsum(sp.utterance, axis=1).tolist()
+        self._lists = {
+            name: (v.tolist() if isinstance(v, np.ndarray) else v)
+            for name, v in vars(sp).items()
+            if isinstance(v, (np.ndarray, float, int)) and not isinstance(v, bool)
+        }
 
     def pattern_index(self, pattern: str | None) -> int:
         return self._pattern_index.get(pattern, self._none) if pattern else self._none
@@ -70,44 +77,39 @@ class CalibratedBackend:
     # --------------------------------------------------------------------------------------
     def sample_behaviours(self, state: GroupState, move: TherapistMove, rng: np.random.Generator) -> dict[int, Behaviour | None]:
         """The backend's own client policy: who speaks and how, as :class:`Behaviour`s."""
-        turns = self._choose_turns(state, move, rng, self.pattern_index(state.pattern), self._addressed(state.n, move))
+        addressed = [i in move.slots for i in range(state.n)] if move.intervene else [False] * state.n
+        turns = self._choose_turns(state.distress.tolist(), state.stance.tolist(), rng, self.pattern_index(state.pattern), addressed)
         out: dict[int, Behaviour | None] = {i: None for i in range(state.n)}
         for slot, u, addressee in turns:
             out[slot] = Behaviour(u, addressee)
         return out
 
-    def _addressed(self, n: int, move: TherapistMove) -> np.ndarray:
-        addressed = np.zeros(n, dtype=bool)
-        if move.intervene:
-            addressed[list(move.slots)] = True
-        return addressed
-
     def _choose_turns(
-        self, state: GroupState, move: TherapistMove, rng: np.random.Generator, p: int, addressed: np.ndarray
+        self, d: list[float], g: list[list[float]], rng: np.random.Generator, p: int, addressed: list[bool]
     ) -> list[tuple[int, int, int]]:
-        sp = self.params
-        n = state.n
-        u = rng.random(4 + n)
-        n_turns = 1 + int(n > 1 and u[0] < sp.second_turn[p])
-        # Gumbel-max: top-k of logits + Gumbel noise = sampling without replacement
-        logits = sp.speak_addressed * addressed + sp.speak_distress * state.distress
-        keys = logits - np.log(-np.log(u[4 : 4 + n]))
-        speakers = np.argsort(-keys)[:n_turns]
+        sp = self._lists
+        n = len(d)
+        u = rng.random(4 + n).tolist()
+        n_turns = 1 + int(n > 1 and u[0] < sp["second_turn"][p])
+        # Gumbel-max: the top-k of logits + Gumbel noise is a draw without replacement
+        a_w, d_w = sp["speak_addressed"], sp["speak_distress"]
+        keys = [a_w * addressed[i] + d_w * d[i] - math.log(-math.log(u[4 + i] or 1e-12)) for i in range(n)]
+        speakers = sorted(range(n), key=keys.__getitem__, reverse=True)[:n_turns]
+        cum_u = self._cum_utterance[p]
         turns = []
         for k, slot in enumerate(speakers):
-            slot = int(slot)
-            utype = int(np.searchsorted(self._cum_utterance[p], u[1 + k] * self._cum_utterance[p, -1]))
-            utype = min(utype, len(UTTERANCE_TYPES) - 1)
+            utype = min(bisect_right(cum_u, u[1 + k] * cum_u[-1]), len(UTTERANCE_TYPES) - 1)
             addressee = TO_THERAPIST
-            if n > 1 and not (addressed[slot] and u[3] < sp.answer_therapist):
-                row = state.stance[slot].copy()
-                row[slot] = np.nan
+            if n > 1 and not (addressed[slot] and u[3] < sp["answer_therapist"]):
+                others = [j for j in range(n) if j != slot]
+                row = g[slot]
                 if utype in _NEGATIVE_UTTERANCES:
-                    addressee = int(np.nanargmin(row))
+                    addressee = min(others, key=row.__getitem__)
                 elif utype in _POSITIVE_UTTERANCES:
-                    addressee = int(np.nanargmax(row))
+                    addressee = max(others, key=row.__getitem__)
                 elif not addressed[slot]:
-                    addressee = int(np.nanargmin(np.abs(row - 0.0)) if n > 2 else 1 - slot)
+                    # small talk goes to whoever the speaker feels most neutral about
+                    addressee = min(others, key=lambda j: abs(row[j]))
             turns.append((slot, utype, addressee))
         return turns
 
@@ -121,67 +123,96 @@ class CalibratedBackend:
         streak: int = 0,
         behaviours: dict[int, Behaviour | None] | None = None,
     ) -> list[ClientTurn]:
-        sp = self.params
+        # Plain-float arithmetic on lists: for groups of 2-6 it is several times faster than
+        # numpy calls on tiny arrays, and env.step speed is what RL training waits on.
+        sp = self._lists
         n = state.n
-        d = state.distress
-        g = state.stance
+        d = state.distress.tolist()
+        g = state.stance.tolist()
         p = self.pattern_index(state.pattern)
-        addressed = self._addressed(n, move)
+        addressed = [False] * n
+        if move.intervene:
+            for i in move.slots:
+                addressed[i] = True
 
         # 1. therapist effect
-        mult = sp.fatigue**streak if move.intervene else 0.0
+        mult = sp["fatigue"] ** streak if move.intervene else 0.0
         if move.intervene:
             s = int(move.strategy)  # type: ignore[arg-type]
             k = len(move.slots)
-            share = 1.0 if k == 1 else (sp.group_share if k >= n else sp.dyad_share)
-            worst = int(np.argmax(d))
-            d[addressed] += sp.effect[p, s] * mult * share
-            g[addressed] += sp.soften[s] * mult * share * (1.0 - g[addressed])
+            share = 1.0 if k == 1 else (sp["group_share"] if k >= n else sp["dyad_share"])
+            worst = d.index(max(d))
+            eff = sp["effect"][p][s] * mult * share
+            soft = sp["soften"][s] * mult * share
+            for i in move.slots:
+                d[i] += eff
+                gi = g[i]
+                for j in range(n):
+                    gi[j] += soft * (1.0 - gi[j])
             if not addressed[worst]:
-                d[worst] += sp.sideline_penalty
-        # 2. bucket effect: untended distress feeds on itself
-        d[~addressed] *= 1.0 + sp.untended_growth
-        d += sp.pattern_pressure[p]
+                d[worst] += sp["sideline_penalty"]
+        # 2. bucket effect: untended distress feeds on itself; the pattern presses on everyone
+        grow = 1.0 + sp["untended_growth"]
+        pressure = sp["pattern_pressure"][p]
+        for i in range(n):
+            d[i] = (d[i] if addressed[i] else d[i] * grow) + pressure
 
         # 3. client turns
         if behaviours is None:
-            chosen = self._choose_turns(state, move, rng, p, addressed)
+            chosen = self._choose_turns(d, g, rng, p, addressed)
         else:
             chosen = [(slot, b.utterance_type, b.addressee) for slot, b in sorted(behaviours.items()) if b is not None]
+        ueff = sp["utterance_effect"]
         turns = []
         for slot, utype, addressee in chosen:
+            dd, dg = ueff[utype]
             if addressee >= 0 and addressee != slot:
-                d[addressee] += self._uscale[utype, 0]
-                g[addressee, slot] += self._uscale[utype, 1]
+                d[addressee] += dd
+                g[addressee][slot] += dg
             elif addressee < TO_THERAPIST:  # the whole group hears it, at half strength
-                others = np.arange(n) != slot
-                d[others] += 0.5 * self._uscale[utype, 0]
-                g[others, slot] += 0.5 * self._uscale[utype, 1]
+                for j in range(n):
+                    if j != slot:
+                        d[j] += 0.5 * dd
+                        g[j][slot] += 0.5 * dg
             turns.append(ClientTurn(slot, UTTERANCE_TYPES[utype], addressee))
 
         # 4. ripple: distress flows along hostile edges toward the less distressed
         if n > 1:
-            hostility = np.maximum(0.0, -0.5 * (g + g.T))
-            gap = np.maximum(0.0, d[None, :] - d[:, None])
-            d += sp.contagion * (hostility * gap).sum(axis=1) / (n - 1)
+            c = sp["contagion"] / (n - 1)
+            inflow = [0.0] * n
+            for i in range(n):
+                for j in range(n):
+                    if j != i and d[j] > d[i]:
+                        hostility = -0.5 * (g[i][j] + g[j][i])
+                        if hostility > 0:
+                            inflow[i] += hostility * (d[j] - d[i])
+            for i in range(n):
+                d[i] += c * inflow[i]
 
-        # 5. stance drift and noise
-        h = sp.harden[p]
-        if h > 0:
-            g += h * (-1.0 - g)
-        elif h < 0:
-            g += -h * (1.0 - g)
-        noise = rng.standard_normal(n + n * n)
-        d += sp.distress_noise * noise[:n]
-        g += sp.stance_noise * noise[n:].reshape(n, n)
-        np.clip(d, 0.0, 1.0, out=d)
-        np.clip(g, -1.0, 1.0, out=g)
-        np.fill_diagonal(g, 0.0)
+        # 5. stance drift and noise, clipped
+        h = sp["harden"][p]
+        toward, rate = (-1.0, h) if h >= 0 else (1.0, -h)
+        noise = rng.standard_normal(n + n * n).tolist()
+        dn, sn = sp["distress_noise"], sp["stance_noise"]
+        for i in range(n):
+            x = d[i] + dn * noise[i]
+            d[i] = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+            gi = g[i]
+            base = n + i * n
+            for j in range(n):
+                if j == i:
+                    gi[j] = 0.0
+                    continue
+                y = gi[j] + rate * (toward - gi[j]) + sn * noise[base + j]
+                gi[j] = -1.0 if y < -1.0 else 1.0 if y > 1.0 else y
+        state.distress[:] = d
+        state.stance[:] = g
 
         # 6. pattern transition (the move's pull fades with fatigue, like its effect)
-        u = rng.random(2)
-        action = 1 + int(move.strategy) if move.intervene and u[0] < mult else 0  # type: ignore[arg-type]
-        cum = self._cum_transition[action, p]
-        nxt = min(int(np.searchsorted(cum, u[1] * cum[-1])), self._none)
-        state.pattern = sp.patterns[nxt] if nxt < self._none else None
+        u0, u1 = rng.random(2).tolist()
+        action = 1 + int(move.strategy) if move.intervene and u0 < mult else 0  # type: ignore[arg-type]
+        cum = self._cum_transition[action][p]
+        nxt = bisect_right(cum, u1 * cum[-1])
+        nxt = min(nxt, self._none)
+        state.pattern = self.params.patterns[nxt] if nxt < self._none else None
         return turns

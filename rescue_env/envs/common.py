@@ -146,12 +146,13 @@ class EpisodeBook:
         self._discount *= self.reward.gamma
         for k, v in components.items():
             self.components[k] += v
-        self.peak_max = max(self.peak_max, st.max_distress())
+        worst = -components["max_distress"] / self.reward.lam if self.reward.lam else st.max_distress()
+        self.peak_max = max(self.peak_max, worst)
         self.invalid += invalid
         self.untended_turns += 1
         if move.intervene:
             self.untended_turns[list(move.slots)] -= 1
-        self._settled = self._settled + 1 if st.max_distress() < self.settle_threshold else 0
+        self._settled = self._settled + 1 if worst < self.settle_threshold else 0
         return reward, components
 
     @property

@@ -170,9 +170,13 @@ class GroupSupportEnv(gym.Env):
     def step(self, action):
         if self.session is None:
             raise RuntimeError("call reset() before step()")
-        if not self.action_space.contains(action):
+        try:
+            a = int(action)
+        except (TypeError, ValueError):
+            raise ValueError(f"action {action!r} is not an integer in {self.action_space}") from None
+        if a != action or not 0 <= a < self.encoding.n_actions:
             raise ValueError(f"action {action!r} outside {self.action_space}")
-        result = self.session.step(int(action))
+        result = self.session.step(a)
         self._last = result
         reward, components = self.book.record(result.move, result.invalid_action)
         terminated = self.terminate_on_settle and self.book.settled

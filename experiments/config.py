@@ -1,0 +1,204 @@
+"""Structured config schemas (dataclasses) for every Hydra group and command.
+
+The YAML files under ``conf/`` mirror these classes: group ``data`` ↔ :class:`DataConfig`,
+``env`` ↔ :class:`EnvConfig`, ``dynamics`` ↔ :class:`DynamicsConfig`, ``reward`` ↔
+:class:`~rescue_env.reward.RewardConfig`, ``agent`` ↔ :class:`AgentConfig`, ``llm`` ↔
+:class:`LLMSchema`, ``experiment`` ↔ :class:`ExperimentConfig`. Each command's primary config
+(``conf/rollout.yaml``…) starts from its schema stored here (``rollout_schema``…), so a typo
+or a wrong type in an override fails at composition with Hydra's error, before anything runs.
+
+Configs also load without Hydra's CLI: :func:`compose` builds one from the YAML files and
+overrides (tests use it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+
+from rescue_env.reward import RewardConfig
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+@dataclass
+class DataConfig:
+    """Dialogues to read."""
+
+    #: a .jsonl file or a directory of per-sample .json files; null = the bundled seeds
+    path: Optional[str] = None
+    #: unknown labels are errors rather than warnings
+    strict: bool = False
+
+
+@dataclass
+class EnvConfig:
+    """Environment settings (kwargs of ``rescue_env/Couple-v0`` / ``Family-v0``)."""
+
+    #: couple or family (training runs one scenario; rollouts follow each seed dialogue)
+    scenario: str = "couple"
+    #: steps per episode before truncation
+    horizon: int = 30
+    #: family group-size cap (null = 6); couples are always 2
+    max_members: Optional[int] = None
+    #: fewest seed rows before the simulation starts
+    min_prefix: int = 2
+    #: the group has settled when every member's distress stays below this...
+    settle_threshold: float = 0.2
+    #: ...for this many steps
+    settle_steps: int = 3
+    terminate_on_settle: bool = True
+
+
+@dataclass
+class DynamicsConfig:
+    """Client backend."""
+
+    #: calibrated (fitted stochastic model) or llm (LLM personas)
+    name: str = "calibrated"
+    #: parameter file of the calibrated model (null = packaged defaults)
+    params: Optional[str] = None
+    #: who labels the relation pattern in LLM runs: calibrated (the model's transition) or llm
+    annotator: str = "calibrated"
+
+
+@dataclass
+class AgentConfig:
+    """A single therapist agent (rollout runs only this one when ``name`` is set)."""
+
+    #: never | random | heuristic | imitation | ppo | maskable_ppo | llm; null = use ``agents``
+    name: Optional[str] = None
+    #: path of a trained SB3 policy (.zip) for ppo / maskable_ppo
+    policy: Optional[str] = None
+    #: use the policy's most likely action (true) or sample it
+    deterministic: bool = True
+
+
+@dataclass
+class LLMSchema:
+    """An OpenAI-compatible server. ``api_key_env`` names the variable holding the key."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 512
+    timeout_s: float = 60.0
+    max_concurrency: int = 16
+    max_retries: int = 5
+    structured_outputs: bool = True
+    seed: Optional[int] = 0
+    cache_dir: Optional[str] = None
+    cache_mode: str = "readwrite"
+
+
+@dataclass
+class ExperimentConfig:
+    """A named preset (``experiment=...``) that sets several groups at once."""
+
+    name: str = "default"
+    notes: str = ""
+
+
+@dataclass
+class RolloutConfig:
+    """``rescue rollout``: closed-loop episodes of therapist agents on seed dialogues."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    llm: LLMSchema = field(default_factory=LLMSchema)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    #: agents compared when ``agent.name`` is null
+    agents: list[str] = field(default_factory=lambda: ["never", "random", "heuristic", "imitation"])
+    #: a trained SB3 policy (.zip) added to the comparison as ``trained``
+    policy: Optional[str] = None
+    #: episodes per seed dialogue
+    episodes: int = 4
+    seed: int = 0
+    #: imitation prior fitted on this data set (null = the rollout's data)
+    imitation_data: Optional[str] = None
+    #: write plots and report.html
+    report: bool = True
+    #: stance-graph snapshots per agent in the report
+    snapshots: int = 3
+    #: show a progress bar
+    progress: bool = True
+
+
+@dataclass
+class TrainConfig:
+    """``rescue train``: an SB3 policy on one scenario."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    #: maskable_ppo (sb3-contrib, uses the action masks) or ppo
+    algo: str = "maskable_ppo"
+    total_timesteps: int = 100_000
+    n_envs: int = 8
+    n_steps: int = 256
+    batch_size: int = 256
+    learning_rate: float = 3e-4
+    ent_coef: float = 0.01
+    gamma: float = 0.99
+    net_arch: list[int] = field(default_factory=lambda: [128, 128])
+    seed: int = 0
+    #: evaluation on held-out seed dialogues every this many env steps (0 = off)
+    eval_freq: int = 10_000
+    eval_episodes: int = 40
+    #: fraction of seed dialogues held out from training for evaluation
+    holdout: float = 0.34
+    checkpoint_freq: int = 20_000
+    #: checkpoint (.zip) to resume from
+    resume: Optional[str] = None
+    #: torch threads per run (1 keeps parallel sweep jobs from fighting over cores)
+    torch_threads: int = 1
+    #: log static-task figures (ITP/STP/SSP/RPP) of the policy during training
+    task_eval: bool = False
+
+
+@dataclass
+class CalibrateConfig:
+    """``rescue calibrate``: fit the calibrated model and report its fidelity."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    folds: int = 5
+    seed: int = 0
+    sim_draws: int = 20
+    #: output parameter file name (inside the run folder)
+    output: str = "dynamics_params.json"
+
+
+def register_configs() -> None:
+    """Store every schema in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="rollout_schema", node=RolloutConfig)
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="calibrate_schema", node=CalibrateConfig)
+    cs.store(group="data", name="data_schema", node=DataConfig)
+    cs.store(group="env", name="env_schema", node=EnvConfig)
+    cs.store(group="dynamics", name="dynamics_schema", node=DynamicsConfig)
+    cs.store(group="reward", name="reward_schema", node=RewardConfig)
+    cs.store(group="agent", name="agent_schema", node=AgentConfig)
+    cs.store(group="llm", name="llm_schema", node=LLMSchema)
+    cs.store(group="experiment", name="experiment_schema", node=ExperimentConfig)
+
+
+def compose(config_name: str, overrides: list[str] | None = None) -> Any:
+    """Compose a command's config from ``conf/`` without running its app (for tests and
+    notebooks): ``compose("rollout", ["episodes=2"])``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        return hydra_compose(config_name=config_name, overrides=overrides or [], return_hydra_config=False)
