@@ -119,7 +119,7 @@ class RolloutConfig:
     #: a trained SB3 policy (.zip) added to the comparison as ``trained``
     policy: Optional[str] = None
     #: episodes per seed dialogue
-    episodes: int = 4
+    episodes: int = 6
     seed: int = 0
     #: imitation prior fitted on this data set (null = the rollout's data)
     imitation_data: Optional[str] = None

@@ -105,7 +105,10 @@ class Observer:
         )
 
     def observe(self, session: Session) -> dict[str, np.ndarray]:
-        st = session.state
+        return self.observe_state(session.state, session.t, session.streak)
+
+    def observe_state(self, st: GroupState, t: int = 0, streak: int = 0) -> dict[str, np.ndarray]:
+        """The observation of a bare state (e.g. one extracted from a real dialogue)."""
         n, cap = st.n, self.cap
         distress = np.zeros(cap, np.float32)
         distress[:n] = st.distress
@@ -117,7 +120,7 @@ class Observer:
         present[:n] = 1.0
         untended = np.zeros(cap, np.float32)
         untended[:n] = np.minimum(st.untended, 10) / 10.0
-        tempo = np.array([min(session.t / self.horizon, 1.0), min(session.streak / 3.0, 1.0)], np.float32)
+        tempo = np.array([min(t / self.horizon, 1.0), min(streak / 3.0, 1.0)], np.float32)
         return {"distress": distress, "stance": stance, "pattern": pattern, "present": present, "untended": untended, "tempo": tempo}
 
 

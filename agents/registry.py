@@ -1,0 +1,63 @@
+"""Build therapist agents by name (the names configs and the CLI use)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rescue_env.data.schema import Dialogue
+from rescue_env.taxonomy.actions import ActionEncoding
+
+AGENT_NAMES = ("never", "random", "heuristic", "imitation", "ppo", "maskable_ppo", "trained", "llm")
+
+
+def make_agent(
+    name: str,
+    scenario: str,
+    *,
+    encoding: ActionEncoding | None = None,
+    seed: int | None = None,
+    imitation_data: Sequence[Dialogue] | None = None,
+    policy: str | None = None,
+    deterministic: bool = True,
+    horizon: int = 30,
+    **kwargs: Any,
+):
+    """An agent of the :class:`~agents.base.TherapistAgent` protocol.
+
+    ``imitation_data`` feeds the imitation prior (the bundled seeds when ``None``);
+    ``policy`` is a trained SB3 ``.zip`` for ``ppo`` / ``maskable_ppo`` / ``trained``;
+    ``llm`` takes ``client=`` (an :class:`rescue_env.llm.LLMClient`) among ``kwargs``.
+    """
+    encoding = encoding or ActionEncoding(scenario)
+    if name == "never":
+        from agents.simple import NeverAgent
+
+        return NeverAgent()
+    if name == "random":
+        from agents.simple import RandomAgent
+
+        return RandomAgent(seed)
+    if name == "heuristic":
+        from agents.heuristic import HeuristicAgent
+
+        return HeuristicAgent(scenario, encoding, **kwargs)
+    if name == "imitation":
+        from agents.imitation import fitted_imitation
+        from rescue_env.data import load_dialogues
+
+        data = imitation_data if imitation_data is not None else load_dialogues()
+        return fitted_imitation(scenario, data, encoding, seed=seed, **kwargs)
+    if name in ("ppo", "maskable_ppo", "trained"):
+        from agents.sb3 import SB3Agent, load_policy
+
+        if not policy:
+            raise ValueError(f"agent {name!r} needs a trained policy file: set agent.policy=PATH.zip (or policy=PATH.zip for rollout)")
+        model = load_policy(policy, None if name == "trained" else name)
+        return SB3Agent(model, scenario, encoding, deterministic=deterministic, name=name, horizon=horizon)
+    if name == "llm":
+        try:
+            from agents.llm import LLMTherapist
+        except ImportError as e:
+            raise ValueError("the LLM therapist is not available in this install") from e
+        return LLMTherapist(scenario, encoding, **kwargs)
+    raise ValueError(f"unknown agent {name!r}; choose from {list(AGENT_NAMES)}")

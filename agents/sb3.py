@@ -1,0 +1,76 @@
+"""Therapists backed by trained stable-baselines3 policies (PPO, sb3-contrib's MaskablePPO)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.base import Ranking
+from rescue_env.envs.common import Observer
+from rescue_env.state import GroupState
+from rescue_env.taxonomy.actions import ActionEncoding
+from rescue_env.taxonomy.labels import patterns
+
+
+def load_policy(path: str | Path, algo: str | None = None):
+    """Load a saved SB3 model; ``algo`` is ``maskable_ppo`` or ``ppo`` (guessed from the
+    file when ``None``: MaskablePPO first)."""
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"policy file {p} does not exist (train one with `rescue train`)")
+    if algo == "ppo":
+        return PPO.load(p, device="cpu")
+    if algo == "maskable_ppo":
+        return MaskablePPO.load(p, device="cpu")
+    try:
+        return MaskablePPO.load(p, device="cpu")
+    except Exception:  # a plain PPO archive does not load as MaskablePPO
+        return PPO.load(p, device="cpu")
+
+
+class SB3Agent:
+    """Acts with a trained policy on the env's observation; ranks through its action
+    distribution (masked when the policy is maskable)."""
+
+    def __init__(self, model: Any, scenario: str, encoding: ActionEncoding | None = None, *, deterministic: bool = True, name: str = "trained", horizon: int = 30):
+        self.model = model
+        self.scenario = scenario
+        self.encoding = encoding or ActionEncoding(scenario)
+        self.deterministic = deterministic
+        self.name = name
+        self.maskable = type(model).__name__ == "MaskablePPO"
+        self.observer = Observer(self.encoding, patterns(scenario), horizon)
+        expected = self.encoding.n_actions
+        if getattr(model.action_space, "n", expected) != expected:
+            raise ValueError(f"policy has {model.action_space.n} actions, the {scenario} env has {expected}: trained on another scenario or group cap?")
+
+    def reset(self, *, seed: int | None = None) -> None:
+        pass
+
+    def act(self, observation: Any, action_mask: np.ndarray, state: GroupState | None = None) -> int:
+        if self.maskable:
+            action, _ = self.model.predict(observation, action_masks=action_mask.astype(bool), deterministic=self.deterministic)
+        else:
+            action, _ = self.model.predict(observation, deterministic=self.deterministic)
+        return int(action)
+
+    def action_probs(self, observation: dict[str, np.ndarray], mask: np.ndarray | None = None) -> np.ndarray:
+        obs_tensor, _ = self.model.policy.obs_to_tensor(observation)
+        with torch.no_grad():
+            dist = self.model.policy.get_distribution(obs_tensor)
+            if self.maskable and mask is not None:
+                dist.apply_masking(mask.astype(bool)[None, :])
+            probs = dist.distribution.probs[0].cpu().numpy()
+        return probs
+
+    def rank(self, state: GroupState, encoding: ActionEncoding) -> Ranking:
+        obs = self.observer.observe_state(state)
+        probs = self.action_probs(obs, encoding.mask(state.n))
+        p_speak, tp, sp = encoding.marginals(probs)
+        return Ranking(p_speak, tp, sp)

@@ -1,0 +1,116 @@
+"""``rescue eval-tasks``: the six RESCUE-BENCH tasks on a data set, as a Hydra app.
+
+    rescue eval-tasks data.path=benchmark_191.jsonl predictor=prior
+    rescue eval-tasks predictor=agent agent=imitation profile=released tasks=[itp,stp,ssp]
+    rescue eval-tasks predictor=llm llm.base_url=http://127.0.0.1:8000/v1 llm.model=qwen judge=llm
+    rescue eval-tasks ... hydra.run.dir=runs/x        # run again there to resume
+
+Writes ``tasks.json``, ``details.jsonl`` and ``run.json`` in the run folder and prints the
+table beside the paper's figures (see :mod:`rescue_env.tasks.runner`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from rescue_env.data import Dialogue, load_dialogues
+from rescue_env.tasks import AgentPredictor, LLMJudge, LLMPredictor, make_baseline, run_tasks
+from rescue_env.tasks.predictors import BASELINES
+
+PREDICTORS = (*BASELINES, "agent", "llm")
+
+
+def make_llm_client(llm_cfg: Any) -> Any:
+    """A ``rescue_env.llm.LLMClient`` from the ``llm`` config group."""
+    try:
+        from rescue_env.llm import LLMClient, LLMConfig
+    except ImportError as exc:
+        raise RuntimeError(f"predictor=llm / judge=llm need the LLM layer rescue_env.llm ({exc})") from exc
+    fields = OmegaConf.to_container(llm_cfg, resolve=True) if isinstance(llm_cfg, DictConfig) else dict(llm_cfg)
+    known = set(inspect.signature(LLMConfig).parameters)
+    return LLMClient(LLMConfig(**{k: v for k, v in fields.items() if k in known}))
+
+
+def _agent_settings(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
+    """Agent name and keyword settings, from the ``agent`` group or a plain string."""
+    node = cfg.get("agent")
+    if isinstance(node, str):
+        return node, {}
+    settings = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    name = settings.pop("name", None) if isinstance(settings, dict) else None
+    if not name:
+        raise ValueError("predictor=agent needs an agent: agent=heuristic|imitation|random|never|ppo|maskable_ppo")
+    return str(name), {k: v for k, v in settings.items() if v is not None}
+
+
+def make_agent_factory(name: str, settings: dict[str, Any]):
+    """``scenario -> agent`` through ``agents.make_agent(name, scenario, **kw)``; only the
+    settings that ``make_agent`` accepts are passed."""
+    try:
+        from agents import make_agent
+    except ImportError as exc:
+        raise RuntimeError(f"predictor=agent needs agents.make_agent(name, scenario, **kw), which is not available ({exc})") from exc
+    params = inspect.signature(make_agent).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        settings = {k: v for k, v in settings.items() if k in params}
+    return lambda scenario: make_agent(name, scenario, **settings)
+
+
+def build_predictor(cfg: DictConfig, fit_dialogues: list[Dialogue] | None) -> Any:
+    """The predictor named by ``cfg.predictor``; ``ValueError`` lists the choices."""
+    kind = str(cfg.predictor).strip().lower()
+    if kind in BASELINES:
+        return make_baseline(kind, seed=int(cfg.seed), fit_dialogues=fit_dialogues)
+    if kind == "agent":
+        name, settings = _agent_settings(cfg)
+        return AgentPredictor(make_agent_factory(name, settings), name=name, fit_dialogues=fit_dialogues)
+    if kind == "llm":
+        client = make_llm_client(cfg.llm)
+        return LLMPredictor(client, batch_size=int(cfg.batch_size), seed=int(cfg.seed), name=str(cfg.llm.model))
+    raise ValueError(f"unknown predictor {cfg.predictor!r}: expected one of {list(PREDICTORS)}")
+
+
+def build_judge(cfg: DictConfig, predictor: Any) -> Any:
+    """``None`` (the runner's offline embedding judge) or an :class:`LLMJudge`."""
+    kind = str(cfg.judge).strip().lower()
+    if kind == "embedding":
+        return None
+    if kind == "llm":
+        client = getattr(predictor, "client", None) or make_llm_client(cfg.llm)
+        return LLMJudge(client, batch_size=int(cfg.judge_batch_size), seed=int(cfg.seed), name=str(cfg.llm.model))
+    raise ValueError(f"unknown judge {cfg.judge!r}: expected 'embedding' or 'llm'")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="eval_tasks")
+def main(cfg: DictConfig) -> None:
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    dialogues = load_dialogues(cfg.data.path, strict=bool(cfg.data.get("strict", False)))
+    fit = load_dialogues(cfg.fit_data) if cfg.get("fit_data") else None
+    predictor = build_predictor(cfg, fit)
+    judge = build_judge(cfg, predictor)
+    print(f"eval-tasks: {len(dialogues)} dialogues from {cfg.data.path or 'the bundled seeds'}; predictor {predictor.name}; profile {cfg.profile}; out {out_dir}")
+    run_tasks(
+        dialogues,
+        list(cfg.tasks),
+        predictor,
+        profile=str(cfg.profile),
+        out_dir=out_dir,
+        resume=bool(cfg.resume),
+        progress=bool(cfg.progress),
+        judge=judge,
+        bertscore="auto" if cfg.bertscore else None,
+        concurrency=int(cfg.concurrency),
+        retry_failed=bool(cfg.retry_failed),
+        settings={"data": str(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge)},
+    )
+    print(f"wrote {out_dir / 'tasks.json'} and {out_dir / 'details.jsonl'}")
+
+
+if __name__ == "__main__":
+    main()
