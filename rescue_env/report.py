@@ -38,7 +38,7 @@ def plot_episode(record: EpisodeRecord, path: Path) -> Path:
     members = record.dialogue.participants if record.dialogue is not None else [f"m{i}" for i in range(len(record.trace[0]["distress"]))]
     distress = np.array([p["distress"] for p in record.trace])
     steps = np.arange(len(distress))
-    fig, (ax, axp) = plt.subplots(2, 1, figsize=(7, 4.2), sharex=True, gridspec_kw={"height_ratios": [4, 1]})
+    fig, (ax, axp) = plt.subplots(2, 1, figsize=(9, 4.2), sharex=True, gridspec_kw={"height_ratios": [4, 1]})
     for i, name in enumerate(members):
         ax.plot(steps, distress[:, i], lw=1.4, label=name)
     ax.plot(steps, distress.max(axis=1), color="black", lw=3, alpha=0.35, label="worst-off (max)")
@@ -47,14 +47,14 @@ def plot_episode(record: EpisodeRecord, path: Path) -> Path:
             ax.axvline(t, color="grey", lw=0.6, alpha=0.4)
     ax.set_ylim(0, 1)
     ax.set_ylabel("distress")
-    ax.legend(fontsize=7, ncol=3, loc="upper right")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(f"{record.agent}: {record.seed_sample_id} ep{record.episode}  σ* return {record.sigma_return:.2f}", fontsize=9)
     labels = [p["pattern"] or "none" for p in record.trace]
     uniq = list(dict.fromkeys(labels))
     for t, lab in enumerate(labels):
         axp.axvspan(t - 0.5, t + 0.5, color=PATTERN_COLORS(uniq.index(lab) % 10))
     handles = [plt.Rectangle((0, 0), 1, 1, color=PATTERN_COLORS(i % 10)) for i in range(len(uniq))]
-    axp.legend(handles, uniq, fontsize=6, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.5))
+    axp.legend(handles, uniq, fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     axp.set_yticks([])
     axp.set_xlabel("step (grey lines: therapist speaks)")
     fig.tight_layout()

@@ -144,6 +144,11 @@ class GroupState:
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
+    def __deepcopy__(self, memo: dict) -> GroupState:
+        # SB3's DummyVecEnv deep-copies every info dict each step; the generic deepcopy of
+        # this object cost more than the simulation step itself.
+        return self.copy()
+
     def worst_off(self) -> int:
         """Slot of the most distressed member (lowest slot on ties)."""
         return int(np.argmax(self.distress))

@@ -1,0 +1,249 @@
+"""``rescue train``: train an SB3 therapist policy on the simulator.
+
+Reads top to bottom (CleanRL style): config → seeding → data split → vectorised envs →
+model (new or resumed) → callbacks (σ* evaluation on held-out seed dialogues,
+checkpoints, optional static-task figures) → learn → final model, held-out comparison
+with the non-learned agents, ``metrics.json``.
+
+TensorBoard tags: ``charts/`` (episodic return and length, steps per second),
+``losses/`` (PPO losses), ``sigma/`` (held-out σ* return, its components, the worst-off
+member's final distress). Run name: ``{env_id}__{algo}__{seed}__{time}``.
+
+Examples::
+
+    rescue train env=couple total_timesteps=150000 seed=1
+    rescue train -m reward.lam=0,0.5,1 seed=0,1,2          # joblib launcher, 2 jobs at a time
+    rescue train resume=outputs/train/.../checkpoints/rl_model_40000_steps.zip
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
+from stable_baselines3.common.logger import KVWriter, TensorBoardOutputFormat, configure
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.utils import set_random_seed
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from agents import make_agent
+from agents.sb3 import SB3Agent
+from experiments.common import load_data, run_dir
+from experiments.config import register_configs
+from rescue_env.envs.gym_env import GroupSupportEnv
+from rescue_env.rollout import mean_ci, run_episode
+
+log = logging.getLogger(__name__)
+register_configs()
+
+#: SB3's logger keys → the project's namespaced TensorBoard tags.
+TAG_PREFIXES = {"train/": "losses/", "rollout/": "charts/", "time/": "charts/", "eval/": "sigma/"}
+
+
+class NamespacedTensorBoard(KVWriter):
+    """TensorBoard output that renames SB3's key prefixes to ``charts/``, ``losses/``…"""
+
+    def __init__(self, folder: str):
+        self.inner = TensorBoardOutputFormat(folder)
+
+    def write(self, key_values: dict[str, Any], key_excluded: dict[str, Any], step: int = 0) -> None:
+        def rename(k: str) -> str:
+            for old, new in TAG_PREFIXES.items():
+                if k.startswith(old):
+                    return new + k[len(old):]
+            return k
+
+        self.inner.write({rename(k): v for k, v in key_values.items()}, {rename(k): v for k, v in key_excluded.items()}, step)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def split_dialogues(dialogues: list, holdout: float) -> tuple[list, list]:
+    """(train, held-out) split of one scenario's dialogues, fixed across training seeds."""
+    order = np.random.default_rng(12345).permutation(len(dialogues))
+    n_eval = max(1, int(round(holdout * len(dialogues)))) if len(dialogues) > 1 else 0
+    held = {int(i) for i in order[:n_eval]}
+    train = [d for i, d in enumerate(dialogues) if i not in held]
+    evaluation = [d for i, d in enumerate(dialogues) if i in held] or train
+    return train, evaluation
+
+
+def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    return dict(
+        dynamics=cfg.dynamics.name,
+        params=cfg.dynamics.params,
+        horizon=cfg.env.horizon,
+        reward=OmegaConf.to_container(cfg.reward),
+        max_members=cfg.env.max_members,
+        min_prefix=cfg.env.min_prefix,
+        settle_threshold=cfg.env.settle_threshold,
+        settle_steps=cfg.env.settle_steps,
+        terminate_on_settle=cfg.env.terminate_on_settle,
+    )
+
+
+def evaluate(env: GroupSupportEnv, agent, episodes: int, seed: int) -> dict[str, Any]:
+    """σ* figures of ``agent`` over ``episodes`` held-out episodes (common seeds)."""
+    records = []
+    for k in range(episodes):
+        d = env.dialogues[k % len(env.dialogues)]
+        records.append(run_episode(env, agent, d.sample_id, k // len(env.dialogues), seed))
+    returns = [r.sigma_return for r in records]
+    mean, half = mean_ci(returns)
+    out = {"sigma_return_mean": mean, "sigma_return_ci95": half, "episodes": episodes}
+    for comp in records[0].stats["sigma"]:
+        out[f"sigma_{comp}"] = float(np.mean([r.stats["sigma"][comp] for r in records]))
+    out["final_max_distress"] = float(np.mean([r.stats["final_max_distress"] for r in records]))
+    out["returns"] = returns
+    return out
+
+
+class SigmaEvalCallback(BaseCallback):
+    """Every ``eval_freq`` env steps: the policy's held-out σ* return, components and the
+    worst-off member's final distress, logged under ``sigma/``."""
+
+    def __init__(self, eval_env: GroupSupportEnv, scenario: str, eval_freq: int, episodes: int, seed: int, horizon: int):
+        super().__init__()
+        self.eval_env = eval_env
+        self.scenario = scenario
+        self.eval_freq = eval_freq
+        self.episodes = episodes
+        self.seed = seed
+        self.horizon = horizon
+        self.history: list[dict[str, Any]] = []
+        self._next = eval_freq
+
+    def _on_step(self) -> bool:
+        if self.eval_freq and self.num_timesteps >= self._next:
+            self._next += self.eval_freq
+            agent = SB3Agent(self.model, self.scenario, self.eval_env.encoding, name="policy", horizon=self.horizon)
+            result = evaluate(self.eval_env, agent, self.episodes, self.seed)
+            for k, v in result.items():
+                if k not in ("returns", "episodes"):
+                    self.logger.record(f"sigma/{k}", v)
+            self.logger.dump(self.num_timesteps)
+            self.history.append({"timesteps": self.num_timesteps, **{k: v for k, v in result.items() if k != "returns"}})
+        return True
+
+
+def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    if cfg.algo not in ("maskable_ppo", "ppo"):
+        raise ValueError(f"unknown algo {cfg.algo!r}: use maskable_ppo or ppo")
+    cls = MaskablePPO if cfg.algo == "maskable_ppo" else PPO
+    if cfg.resume:
+        path = Path(cfg.resume)
+        if not path.exists():
+            raise FileNotFoundError(f"resume checkpoint {path} does not exist")
+        model = cls.load(path, env=vec_env, device="cpu")
+        log.info("resumed from %s at %d steps", path, model.num_timesteps)
+        return model
+    return cls(
+        "MultiInputPolicy",
+        vec_env,
+        n_steps=cfg.n_steps,
+        batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        ent_coef=cfg.ent_coef,
+        gamma=cfg.gamma,
+        policy_kwargs={"net_arch": list(cfg.net_arch)},
+        seed=cfg.seed,
+        device="cpu",
+        verbose=0,
+    )
+
+
+def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
+    """The training job (callable without Hydra's CLI for tests)."""
+    t0 = time.perf_counter()
+    torch.set_num_threads(cfg.torch_threads)
+    set_random_seed(cfg.seed)
+    scenario = cfg.env.scenario
+    env_id = f"rescue_env/{scenario.capitalize()}-v0"
+    run_name = f"{env_id.replace('/', '_')}__{cfg.algo}__{cfg.seed}__{int(time.time())}"
+
+    dialogues, source = load_data(cfg.data.path, cfg.data.strict)
+    dialogues = [d for d in dialogues if d.scenario == scenario]
+    if not dialogues:
+        raise ValueError(f"no {scenario} dialogue in {source}")
+    train_dialogues, eval_dialogues = split_dialogues(dialogues, cfg.holdout)
+    kwargs = env_kwargs(cfg)
+
+    def make(rank: int):
+        def _init():
+            return Monitor(GroupSupportEnv(scenario, data_path=train_dialogues, **kwargs))
+
+        return _init
+
+    vec_env = DummyVecEnv([make(i) for i in range(cfg.n_envs)])
+    vec_env.seed(cfg.seed)
+    eval_env = GroupSupportEnv(scenario, data_path=eval_dialogues, **kwargs)
+
+    model = build_model(cfg, vec_env, out)
+    tb_dir = out / "tb" / run_name
+    model.set_logger(configure(None, []))
+    model.logger.output_formats.append(NamespacedTensorBoard(str(tb_dir)))
+    sigma_cb = SigmaEvalCallback(eval_env, scenario, cfg.eval_freq, cfg.eval_episodes, cfg.seed + 10_000, cfg.env.horizon)
+    callbacks: list[BaseCallback] = [
+        CheckpointCallback(save_freq=max(cfg.checkpoint_freq // cfg.n_envs, 1), save_path=str(out / "checkpoints"), name_prefix="rl_model"),
+        sigma_cb,
+    ]
+    if cfg.task_eval:
+        from rescue_env.tasks.callback import TaskEvalCallback  # static-task figures (issue 6)
+
+        callbacks.append(TaskEvalCallback(eval_dialogues, scenario, eval_freq=cfg.eval_freq))
+    remaining = max(cfg.total_timesteps - model.num_timesteps, 0)
+    t_learn = time.perf_counter()
+    model.learn(total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=not cfg.resume, tb_log_name=run_name)
+    learn_s = time.perf_counter() - t_learn
+    model_path = out / "model.zip"
+    model.save(model_path)
+
+    # final held-out comparison with the non-learned agents, same episodes for all
+    final: dict[str, Any] = {}
+    policy_agent = SB3Agent(model, scenario, eval_env.encoding, name="policy", horizon=cfg.env.horizon)
+    final["policy"] = evaluate(eval_env, policy_agent, cfg.eval_episodes, cfg.seed + 20_000)
+    for name in ("never", "random", "heuristic", "imitation"):
+        agent = make_agent(name, scenario, encoding=eval_env.encoding, seed=cfg.seed, imitation_data=train_dialogues)
+        final[name] = evaluate(eval_env, agent, cfg.eval_episodes, cfg.seed + 20_000)
+    metrics = {
+        "run_name": run_name,
+        "env_id": env_id,
+        "algo": cfg.algo,
+        "seed": cfg.seed,
+        "timesteps": int(model.num_timesteps),
+        "learn_seconds": learn_s,
+        "steps_per_second": remaining / learn_s if learn_s > 0 else None,
+        "train_dialogues": [d.sample_id for d in train_dialogues],
+        "eval_dialogues": [d.sample_id for d in eval_dialogues],
+        "eval_history": sigma_cb.history,
+        "final_eval": final,
+        "model": str(model_path),
+        "elapsed_s": time.perf_counter() - t0,
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
+    rows = [f"{k:<10} {v['sigma_return_mean']:8.3f} ± {v['sigma_return_ci95']:.3f}" for k, v in final.items()]
+    print("held-out σ* return (mean ± 95 % CI):\n" + "\n".join(rows))
+    print(f"model: {model_path}\nrun folder: {out}  ({metrics['elapsed_s']:.0f} s)")
+    vec_env.close()
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="train")
+def main(cfg: DictConfig) -> None:
+    run(cfg, run_dir())
+
+
+if __name__ == "__main__":
+    main()
