@@ -82,7 +82,8 @@ def fix_text(value: str) -> str:
     """Repair mis-decoded punctuation (``â€™`` → ``’``); ASCII text is returned unchanged."""
     if value.isascii():
         return value
-    return ftfy.fix_text(value)
+    # keep correctly encoded curly quotes as published; only mis-decoding is repaired
+    return ftfy.fix_text(value, uncurl_quotes=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,11 +222,13 @@ def parse_dialogue(
     line: int = 1,
     sample_id: str | None = None,
     row_lines: list[int] | None = None,
+    rows_line: int | None = None,
     strict: bool = False,
 ) -> tuple[Dialogue | None, list[Problem]]:
     """Parse one dialogue object. Returns ``(dialogue or None, problems)``; ``None`` only when
-    the record has errors. ``row_lines`` gives the file line of each row, when known."""
-    return _DialogueParser(file, line, row_lines, strict).parse(obj, sample_id)
+    the record has errors. ``row_lines`` gives the file line of each row and ``rows_line``
+    that of the ``rows`` key, when known (per-sample files)."""
+    return _DialogueParser(file, line, row_lines, strict, rows_line).parse(obj, sample_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,7 +256,7 @@ def _read_jsonl(path: Path, strict: bool) -> tuple[list[Dialogue], list[Problem]
         except json.JSONDecodeError as e:
             truncated = lineno == len(lines) and not text.endswith("\n") or "Unterminated" in e.msg or e.pos >= len(raw_line.rstrip())
             what = "truncated JSON" if truncated else "not valid JSON"
-            problems.append(Problem(file, lineno, "record", f"{what}: {e.msg} at column {e.colno}", "one complete JSON object per line"))
+            problems.append(Problem(file, lineno, "record", f"{what}: {e.msg} (column {e.colno})", "one complete JSON object per line"))
             continue
         d, ps = parse_dialogue(obj, file=file, line=lineno, strict=strict)
         problems.extend(ps)
@@ -263,6 +266,7 @@ def _read_jsonl(path: Path, strict: bool) -> tuple[list[Dialogue], list[Problem]
 
 
 _ROWS_KEY = re.compile(r'"rows"\s*:\s*\[')
+_ROWS_FIELD = re.compile(r'"rows"\s*:')
 
 
 def _row_line_numbers(text: str) -> list[int] | None:
@@ -302,8 +306,12 @@ def _read_json_file(path: Path, sample_id: str, strict: bool) -> tuple[Dialogue 
         obj = json.loads(text)
     except json.JSONDecodeError as e:
         what = "truncated JSON" if e.pos >= len(text.rstrip()) or "Unterminated" in e.msg else "not valid JSON"
-        return None, [Problem(file, e.lineno, "record", f"{what}: {e.msg} at column {e.colno}", 'a JSON object with a "rows" list')]
-    return parse_dialogue(obj, file=file, line=1, sample_id=sample_id, row_lines=_row_line_numbers(text), strict=strict)
+        return None, [Problem(file, e.lineno, "record", f"{what}: {e.msg} (line {e.lineno}, column {e.colno})", 'a JSON object with a "rows" list')]
+    key = _ROWS_FIELD.search(text)
+    rows_line = text.count("\n", 0, key.start()) + 1 if key else 1
+    return parse_dialogue(
+        obj, file=file, line=1, sample_id=sample_id, row_lines=_row_line_numbers(text), rows_line=rows_line, strict=strict
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,9 +325,10 @@ def _typename(v: Any) -> str:
 class _DialogueParser:
     """Parses one dialogue object, collecting problems with their file and line."""
 
-    def __init__(self, file: str, line: int, row_lines: list[int] | None, strict: bool):
+    def __init__(self, file: str, line: int, row_lines: list[int] | None, strict: bool, rows_line: int | None = None):
         self.file = file
         self.line = line
+        self.rows_line = rows_line or line
         self.row_lines = row_lines
         self.strict = strict
         self.problems: list[Problem] = []
@@ -441,11 +450,9 @@ class _DialogueParser:
         if rows_v is None:
             self.error("rows", "missing", "a list of row objects")
             return None, self.problems
-        if not isinstance(rows_v, list):
-            self.error("rows", f"is a {_typename(rows_v)}", "a list of row objects")
-            return None, self.problems
-        if not rows_v:
-            self.error("rows", "is empty", "at least one row")
+        if not isinstance(rows_v, list) or not rows_v:
+            what = "is empty" if isinstance(rows_v, list) else f"is a {_typename(rows_v)}"
+            self.problems.append(Problem(self.file, self.rows_line, "rows", what, "a non-empty list of row objects"))
             return None, self.problems
 
         declared = obj.get("participants")

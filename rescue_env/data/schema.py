@@ -147,23 +147,22 @@ class Row:
 
     @property
     def relation_label(self) -> str | None:
-        """The row's relation label: ``relation_cycle_state`` on therapist rows, else
-        ``relation_pattern``; falls back to the other field when the preferred one is absent.
+        """The row's relation label (the RPP gold): ``relation_cycle_state`` on therapist
+        rows, ``relation_pattern`` on the others, as PROTOCOL.md defines it.
 
+        The other field is used only when the row's own field is absent (``None``) and the
+        other carries a label: some exports put ``relation_cycle_state: ""`` on client rows
+        as filler, which must not read as "no clear pattern".
         ``None`` = not annotated; ``""`` = annotated as no clear pattern.
         """
-        first, second = (
+        own, other = (
             (self.relation_cycle_state, self.relation_pattern)
             if self.is_therapist
             else (self.relation_pattern, self.relation_cycle_state)
         )
-        if first is not None and first != "":
-            return first
-        if second is not None and second != "":
-            return second
-        if first is not None or second is not None:
-            return ""
-        return None
+        if own is not None:
+            return own
+        return other or None
 
     @property
     def strategy(self) -> str | None:

@@ -1,0 +1,445 @@
+"""One async client for every LLM call of the project, over ``openai.AsyncOpenAI``.
+
+``LLMClient.complete_json`` sends a Chat Completions request whose JSON Schema travels in
+``response_format``, and returns an ``LLMResult`` whatever the model or server does:
+
+    cache lookup -> request (bounded concurrency; retries with backoff on 429, 5xx,
+    timeouts and connection errors, honouring Retry-After) -> parse (code fences stripped,
+    ``json_repair`` on malformed JSON) -> validate (``jsonschema``) -> if unusable, re-ask
+    once with the bad reply and a correction -> else ``ok=False`` with the reason.
+
+Model-side and server-side problems never raise; programmer errors (a bad schema or
+name) do. Usage is accounted per run (``client.usage()``) and per tag, e.g. an episode
+(``client.usage(tag)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Coroutine
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
+
+import json_repair
+import openai
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from openai.types.chat import ChatCompletion
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from rescue_env.llm.cache import ResponseCache, fingerprint
+from rescue_env.llm.config import LLMConfig
+from rescue_env.llm.usage import Usage, UsageStats
+
+log = logging.getLogger("rescue_env.llm")
+
+T = TypeVar("T")
+
+DUMMY_API_KEY = "EMPTY"
+"""Sent when the variable named by ``LLMConfig.api_key_env`` is unset (vLLM, Ollama)."""
+MAX_RETRY_AFTER_S = 120.0
+"""Longest ``Retry-After`` honoured, as in the OpenAI SDK: beyond it the server is down."""
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
+_REASK = (
+    "Your previous reply could not be used ({error}). Reply again with only one JSON object "
+    "that matches the required schema, with no other text."
+)
+
+
+@dataclass
+class LLMResult:
+    """Outcome of one logical call (its retries and re-ask included)."""
+
+    data: dict[str, Any] | None
+    """The parsed reply, valid for the schema; None on failure or for ``complete_text``."""
+    ok: bool
+    error: str = ""
+    """Why the call failed (empty when ``ok``)."""
+    raw_text: str = ""
+    """The last reply's text as the model wrote it (before repair)."""
+    repaired: bool = False
+    """``data`` comes from a reply that ``json_repair`` had to fix."""
+    reasked: bool = False
+    """The first reply was unusable and the model was asked once more."""
+    cached: bool = False
+    """Every reply came from the on-disk cache (no request was sent)."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens of all replies, as the server reported them (also for cached replies)."""
+    latency_s: float = 0.0
+    """Wall time of the call, backoff waits and re-ask included."""
+    retries: int = 0
+    """HTTP attempts repeated after a 429, 5xx, timeout or connection error."""
+
+
+@dataclass(frozen=True)
+class _Reply:
+    text: str | None  # None: the server returned no choice
+    usage: Usage
+    cached: bool
+    retries: int
+
+
+class _CallFailed(Exception):
+    def __init__(self, reason: str, retries: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retries = retries
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Worth retrying: timeouts, connection errors, 429 and 5xx (not other 4xx)."""
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    return isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500)
+
+
+def _retry_after_s(exc: BaseException | None) -> float | None:
+    """Seconds the server asked to wait (``retry-after-ms``, or ``Retry-After`` as
+    seconds or an HTTP date), capped at ``MAX_RETRY_AFTER_S``; None if it did not ask."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    headers = exc.response.headers
+    seconds: float | None = None
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            seconds = float(ms) / 1000
+        except ValueError:
+            pass
+    if seconds is None and (value := headers.get("retry-after")) is not None:
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+            except (TypeError, ValueError):
+                return None
+    return None if seconds is None else min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Draft202012Validator:
+    """A checked validator per schema: checking a schema costs more than a request."""
+    schema = json.loads(schema_json)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def _parse(text: str | None, validator: Draft202012Validator) -> tuple[dict[str, Any] | None, bool, str]:
+    """(data, repaired, error) of one reply; ``error`` is empty when ``data`` is usable."""
+    if text is None:
+        return None, False, "the server returned no choices"
+    fenced = _FENCE_RE.search(text)
+    body = fenced.group(1) if fenced else text.strip()
+    repaired = False
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        data, repaired = json_repair.loads(body), True
+    if not isinstance(data, dict):
+        return None, repaired, "the reply is not a JSON object"
+    if (error := best_match(validator.iter_errors(data))) is not None:
+        where = "/".join(map(str, error.absolute_path)) or "the top level"
+        return None, repaired, f"schema violation at {where}: {error.message[:200]}"
+    return data, repaired, ""
+
+
+class LLMClient:
+    """Async Chat Completions client with retries, JSON repair, caching and accounting.
+
+    Use one client for a whole run so that ``max_concurrency`` bounds every request the
+    run sends. It works from any event loop (``run_sync`` included): the underlying HTTP
+    client is rebuilt when the loop changes, and closed by ``aclose()`` (``async with``)
+    or when ``asyncio.run`` ends its loop.
+    """
+
+    def __init__(self, config: LLMConfig | None = None) -> None:
+        self.config = config or LLMConfig()
+        cfg = self.config
+        self._cache = ResponseCache(cfg.cache_dir) if cfg.cache_dir and cfg.cache_mode != "off" else None
+        self._run_usage = UsageStats()
+        self._tag_usage: dict[str, UsageStats] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._openai: openai.AsyncOpenAI | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._closer: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"LLMClient(base_url={self.config.base_url!r}, model={self.config.model!r})"
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections now (the client stays usable and reconnects)."""
+        if self._closer is not None and self._loop is asyncio.get_running_loop():
+            self._closer.cancel()
+            await asyncio.wait([self._closer])
+        self._openai = self._semaphore = self._loop = self._closer = None
+
+    def usage(self, tag: str | None = None) -> UsageStats:
+        """Live totals of the whole run, or of the calls made with ``tag`` (empty if none)."""
+        return self._run_usage if tag is None else self._tag_usage.setdefault(tag, UsageStats())
+
+    async def complete_json(
+        self,
+        messages: list[dict[str, Any]],
+        schema: dict[str, Any],
+        *,
+        name: str,
+        seed: int | None = None,
+        tag: str | None = None,
+    ) -> LLMResult:
+        """Ask for a JSON object valid for ``schema``; never raises for model/server faults.
+
+        Args:
+            messages: Chat Completions messages (``{"role": ..., "content": ...}``).
+            schema: JSON Schema of the reply; its root must be an object. For OpenAI's
+                strict mode list every property in ``required`` and set
+                ``additionalProperties: false``.
+            name: schema name sent to the server (letters, digits, ``_``, ``-``; ≤ 64).
+            seed: sampling seed of this call (default ``config.seed``).
+            tag: also account this call under ``usage(tag)`` (e.g. an episode id).
+        """
+        if not _NAME_RE.match(name):
+            raise ValueError(f"schema name {name!r} must be 1-64 letters, digits, '_' or '-'")
+        if schema.get("type") != "object":
+            raise ValueError("the schema's root must be {'type': 'object', ...}: structured outputs need an object")
+        validator = _validator(json.dumps(schema, sort_keys=True))
+        if self.config.structured_outputs:
+            response_format: dict[str, Any] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": True},
+            }
+        else:
+            response_format = {"type": "json_object"}
+            messages = _with_schema_prompt(messages, schema)
+        request = self._request(messages, seed, response_format)
+
+        start = time.perf_counter()
+        replies: list[_Reply] = []
+        data, repaired, reasked, error, retries = None, False, False, "", 0
+        try:
+            replies.append(await self._send(request))
+            data, repaired, error = _parse(replies[-1].text, validator)
+            if error:
+                reasked = True
+                log.info("re-asking %s: %s", name, error)
+                retry_messages = [
+                    *request["messages"],
+                    {"role": "assistant", "content": replies[-1].text or ""},
+                    {"role": "user", "content": _REASK.format(error=error)},
+                ]
+                replies.append(await self._send({**request, "messages": retry_messages}))
+                data, repaired, error = _parse(replies[-1].text, validator)
+        except _CallFailed as exc:
+            error, retries = exc.reason, exc.retries
+        return self._finish(
+            name, tag, start, replies,
+            data=data, error=error, repaired=repaired, reasked=reasked, failed_retries=retries,
+        )
+
+    async def complete_text(
+        self, messages: list[dict[str, Any]], *, seed: int | None = None, tag: str | None = None
+    ) -> LLMResult:
+        """Ask for free text (``raw_text``); ``ok=False`` with the reason on failure."""
+        request = self._request(messages, seed, response_format=None)
+        start = time.perf_counter()
+        replies: list[_Reply] = []
+        error, retries = "", 0
+        try:
+            replies.append(await self._send(request))
+            if replies[-1].text is None:
+                error = "the server returned no choices"
+        except _CallFailed as exc:
+            error, retries = exc.reason, exc.retries
+        return self._finish("text", tag, start, replies, error=error, failed_retries=retries)
+
+    def _request(
+        self, messages: list[dict[str, Any]], seed: int | None, response_format: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The Chat Completions request body: everything the server sees but headers."""
+        cfg = self.config
+        request: dict[str, Any] = {
+            "model": cfg.model,
+            "messages": messages,
+            "temperature": cfg.temperature,
+            "max_tokens": cfg.max_tokens,
+        }
+        if (seed := cfg.seed if seed is None else seed) is not None:
+            request["seed"] = seed
+        if response_format is not None:
+            request["response_format"] = response_format
+        return {**request, **cfg.extra_body}
+
+    def cache_key(self, request: dict[str, Any]) -> str:
+        """Fingerprint of a request body sent to ``config.base_url``."""
+        return fingerprint({"base_url": self.config.base_url.rstrip("/"), **request})
+
+    def _bind_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        """The HTTP client and semaphore of the running loop (they cannot cross loops)."""
+        loop = asyncio.get_running_loop()
+        if self._openai is None or self._semaphore is None or loop is not self._loop:
+            cfg = self.config
+            self._openai = openai.AsyncOpenAI(
+                base_url=cfg.base_url,
+                api_key=os.environ.get(cfg.api_key_env) or DUMMY_API_KEY,
+                max_retries=0,  # tenacity below is the one retry mechanism
+                timeout=cfg.timeout_s,
+                http_client=_http_client(),
+            )
+            self._semaphore = asyncio.Semaphore(cfg.max_concurrency)
+            self._loop = loop
+            # asyncio.run cancels pending tasks before it closes its loop; this one then
+            # closes the loop's connections, so run_sync-style use leaves no socket open.
+            self._closer = loop.create_task(_close_when_cancelled(self._openai))
+        return self._openai, self._semaphore
+
+    def _wait_s(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        after = _retry_after_s(exc)
+        if after is not None:
+            return after
+        backoff = wait_random_exponential(multiplier=self.config.backoff_initial_s, max=self.config.backoff_max_s)
+        return backoff(state)
+
+    async def _send(self, request: dict[str, Any]) -> _Reply:
+        """One reply for ``request``, from the cache or the server; raises ``_CallFailed``."""
+        cache = self._cache
+        key = self.cache_key(request) if cache is not None else ""
+        if cache is not None and (hit := cache.get(key)) is not None:
+            return _Reply(hit["text"], Usage(**hit["usage"]), cached=True, retries=0)
+        client, semaphore = self._bind_loop()
+        retries = 0
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self.config.max_retries + 1),
+                wait=self._wait_s,
+                retry=retry_if_exception(_is_transient),
+                before_sleep=_log_retry,
+                reraise=True,
+            ):
+                with attempt:
+                    retries = attempt.retry_state.attempt_number - 1
+                    async with semaphore:  # held per attempt, not across backoff sleeps
+                        # post() is the SDK's raw route: it skips create()'s per-call walk of
+                        # the params against their TypedDicts (~1.4 ms of CPU a request,
+                        # which caps throughput at high concurrency); ours are plain JSON.
+                        completion = await client.post("/chat/completions", body=request, cast_to=ChatCompletion)
+        except openai.APIError as exc:
+            message = exc.message
+            if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+                # Servers may quote (part of) the key in this message: never pass it on.
+                message = f"the server refused the key; check ${self.config.api_key_env}"
+            raise _CallFailed(f"{type(exc).__name__}: {message} (after {retries} retries)", retries) from exc
+        reported = completion.usage
+        usage = Usage(reported.prompt_tokens, reported.completion_tokens) if reported else Usage()
+        if not completion.choices:
+            return _Reply(None, usage, cached=False, retries=retries)
+        text = completion.choices[0].message.content or ""
+        if cache is not None and self.config.cache_mode == "readwrite":
+            cache.put(key, {"text": text, "usage": asdict(usage)})
+        return _Reply(text, usage, cached=False, retries=retries)
+
+    def _finish(
+        self,
+        name: str,
+        tag: str | None,
+        start: float,
+        replies: list[_Reply],
+        *,
+        data: dict[str, Any] | None = None,
+        error: str = "",
+        repaired: bool = False,
+        reasked: bool = False,
+        failed_retries: int = 0,
+    ) -> LLMResult:
+        """Build the result and account it (run-wide and under ``tag``)."""
+        result = LLMResult(
+            data=data,
+            ok=not error,
+            error=error,
+            raw_text=(replies[-1].text or "") if replies else "",
+            repaired=repaired and not error,
+            reasked=reasked,
+            cached=bool(replies) and all(r.cached for r in replies),
+            usage=sum((r.usage for r in replies), Usage()),
+            latency_s=time.perf_counter() - start,
+            retries=failed_retries + sum(r.retries for r in replies),
+        )
+        billed = sum((r.usage for r in replies if not r.cached), Usage())
+        price_in, price_out = self.config.price_per_1k_input, self.config.price_per_1k_output
+        cost = None
+        if price_in is not None and price_out is not None:
+            cost = (billed.prompt_tokens * price_in + billed.completion_tokens * price_out) / 1000
+        for stats in [self._run_usage] + ([self.usage(tag)] if tag is not None else []):
+            stats.record(
+                ok=result.ok,
+                cached=result.cached,
+                retries=result.retries,
+                repaired=result.repaired,
+                reasked=reasked,
+                billed=billed,
+                latency_s=result.latency_s,
+                cost=cost,
+            )
+        if error:
+            log.warning("%s failed (tag=%s): %s", name, tag, error)
+        else:
+            log.debug(
+                "%s ok in %.3fs (tag=%s, retries=%d, cached=%s)",
+                name, result.latency_s, tag, result.retries, result.cached,
+            )
+        return result
+
+
+def _with_schema_prompt(messages: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Messages that state the schema in the system prompt (for ``json_object`` mode)."""
+    instruction = f"Reply with one JSON object that matches this JSON Schema:\n{json.dumps(schema)}"
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        return [{**first, "content": f"{first['content']}\n\n{instruction}"}, *messages[1:]]
+    return [{"role": "system", "content": instruction}, *messages]
+
+
+def _http_client() -> openai.DefaultAioHttpClient | None:
+    """The SDK's aiohttp transport where ``openai[aiohttp]`` is installed (the SDK's advice
+    for high concurrency: about a third less CPU per request), else None (its default)."""
+    try:
+        return openai.DefaultAioHttpClient()
+    except (AttributeError, RuntimeError):  # an SDK without it, or without the extra
+        return None
+
+
+async def _close_when_cancelled(client: openai.AsyncOpenAI) -> None:
+    try:
+        await asyncio.get_running_loop().create_future()  # never resolves
+    finally:
+        await client.close()
+
+
+def _log_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    wait = state.next_action.sleep if state.next_action else 0.0
+    log.info("retry %d in %.2fs after %s", state.attempt_number, wait, type(exc).__name__)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from code without an event loop (scripts, notebooks
+    without a running loop). Inside a running loop, ``await`` it instead."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise RuntimeError("run_sync() was called inside a running event loop; await the coroutine instead")

@@ -1,0 +1,64 @@
+"""Configuration of the LLM client layer (Hydra group ``llm``, ``conf/llm/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CACHE_MODES = ("readwrite", "read", "off")
+
+
+@dataclass
+class LLMConfig:
+    """Where and how to call an OpenAI-compatible Chat Completions server.
+
+    The API key is never part of the config: ``api_key_env`` names the environment
+    variable that holds it, so saved configs, logs and caches stay key-free.
+    """
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    """Server root including ``/v1`` (OpenAI, vLLM, Ollama, llama.cpp server)."""
+    model: str = "gpt-4o-mini"
+    """Model name as the server knows it."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the key; if unset the dummy key ``EMPTY``
+    is sent (vLLM and Ollama need none)."""
+    temperature: float = 0.0
+    """Sampling temperature."""
+    max_tokens: int = 512
+    """Upper bound on tokens per reply."""
+    timeout_s: float = 60.0
+    """Timeout of one HTTP request; a request that runs past it is retried."""
+    max_concurrency: int = 16
+    """Requests in flight at once over this client (size it to keep the server busy)."""
+    max_retries: int = 5
+    """Retries per request on 429, 5xx, timeouts and connection errors."""
+    backoff_initial_s: float = 0.5
+    """Scale of the exponential backoff (full jitter) between retries."""
+    backoff_max_s: float = 20.0
+    """Cap of one backoff wait when the server sends no ``Retry-After``."""
+    structured_outputs: bool = True
+    """True: send the schema as ``response_format={"type": "json_schema", ...}`` (OpenAI,
+    vLLM); False: send ``{"type": "json_object"}`` and describe the schema in the prompt,
+    for servers without structured outputs."""
+    seed: int | None = None
+    """Sampling seed sent with every request (a call's own ``seed`` overrides it)."""
+    cache_dir: str | None = None
+    """Folder of the on-disk response cache; None turns the cache off."""
+    cache_mode: str = "readwrite"
+    """One of ``CACHE_MODES``. ``readwrite``: answer from the cache and store new replies; ``read``: answer from
+    the cache, send misses to the server, store nothing; ``off``: no cache."""
+    price_per_1k_input: float | None = None
+    """Price of 1000 prompt tokens; with ``price_per_1k_output`` set, usage reports cost."""
+    price_per_1k_output: float | None = None
+    """Price of 1000 completion tokens."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Extra request fields for the server, e.g. ``{"enable_thinking": False}``."""
+
+    def __post_init__(self) -> None:
+        if self.cache_mode not in CACHE_MODES:
+            raise ValueError(f"cache_mode must be one of {CACHE_MODES}, not {self.cache_mode!r}")
+        if self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, not {self.max_concurrency}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, not {self.max_retries}")

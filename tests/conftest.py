@@ -1,0 +1,108 @@
+"""Shared fixtures: the bundled seeds, the real RESCUE-BENCH subset (when ``../shared`` is
+there) and a runner for the ``rescue`` console script.
+
+The real subset lives beside the repository (``../shared/data/rescue-bench-subset``); a
+user's fresh clone has no ``../shared``, so every fixture that needs it skips cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REAL_SUBSET = REPO_ROOT.parent / "shared" / "data" / "rescue-bench-subset" / "benchmark_subset.jsonl"
+
+
+# --- the real subset ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def real_subset_path() -> Path:
+    """``../shared/data/rescue-bench-subset/benchmark_subset.jsonl``; skips when absent."""
+    if not REAL_SUBSET.is_file():
+        pytest.skip(f"real RESCUE-BENCH subset not found at {REAL_SUBSET} (no ../shared beside the repo)")
+    return REAL_SUBSET
+
+
+@pytest.fixture(scope="session")
+def real_lines(real_subset_path: Path) -> list[str]:
+    """The subset's lines as published (one dialogue per line)."""
+    return real_subset_path.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="session")
+def real_records(real_lines: list[str]) -> list[dict[str, Any]]:
+    """The subset's JSON objects as published (unrepaired text)."""
+    return [json.loads(line) for line in real_lines]
+
+
+@pytest.fixture(scope="session")
+def real_dialogues(real_subset_path: Path):
+    """The subset loaded by the library. Shared by many tests: do not mutate."""
+    from rescue_env.data import load_dialogues
+
+    return load_dialogues(real_subset_path)
+
+
+# --- the bundled seeds ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def seeds_path() -> Path:
+    from rescue_env.data import bundled_seeds_path
+
+    path = bundled_seeds_path()
+    assert path.is_dir(), f"bundled seeds missing at {path}"
+    return path
+
+
+@pytest.fixture(scope="session")
+def seed_records(seeds_path: Path) -> dict[str, dict[str, Any]]:
+    """Seed JSON objects as shipped, keyed by path relative to the seeds folder (no suffix)."""
+    out = {}
+    for f in sorted(seeds_path.rglob("*.json")):
+        if f.name == "manifest.json":
+            continue
+        out[f.relative_to(seeds_path).with_suffix("").as_posix()] = json.loads(f.read_text(encoding="utf-8"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def seed_dialogues():
+    """The bundled seeds loaded by the library (the default data set). Do not mutate."""
+    from rescue_env.data import load_dialogues
+
+    return load_dialogues()
+
+
+# --- the console script ---------------------------------------------------------------------
+
+
+@dataclass
+class CliResult:
+    rc: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``run_cli("data", "validate", path)`` → exit code, stdout and stderr of ``rescue``."""
+    from experiments.cli import main
+
+    def run(*argv: str | Path) -> CliResult:
+        capsys.readouterr()  # drop anything printed before
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as e:  # argparse errors
+            rc = e.code if isinstance(e.code, int) else 1
+        captured = capsys.readouterr()
+        return CliResult(rc, captured.out, captured.err)
+
+    return run

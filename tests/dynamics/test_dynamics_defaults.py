@@ -1,0 +1,171 @@
+"""The packaged default parameters (issue 3, "Done when" 3, second half): pursue-withdraw is
+the most persistent couple pattern; repair-softening sometimes falls back to attack-attack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rescue_env.data import load_dialogues
+from rescue_env.dynamics import CalibratedBackend, DynamicsParams, TherapistMove
+from rescue_env.dynamics.fit import UNTENDED_FLOOR, fit_params
+from rescue_env.envs.gym_env import GroupSupportEnv
+from rescue_env.state import GroupState
+from rescue_env.taxonomy.labels import patterns, strategies
+
+SHARED_SUBSET = Path(__file__).resolve().parents[3] / "shared" / "data" / "rescue-bench-subset" / "benchmark_subset.jsonl"
+
+
+def _couple_state(pattern: str, distress=(0.5, 0.5), stance=0.0) -> GroupState:
+    g = np.array([[0.0, stance], [stance, 0.0]])
+    return GroupState("couple", ("a", "b"), np.array(distress, float), np.full(2, 5.0), ["", ""], g, pattern, untended=np.zeros(2, int))
+
+
+@pytest.fixture(scope="module")
+def defaults() -> DynamicsParams:
+    return DynamicsParams.load()
+
+
+@pytest.fixture(scope="module")
+def couple(defaults):
+    sp = defaults["couple"]
+    P = sp.patterns
+    return sp, P.index("pursue_withdraw"), P.index("repair_softening"), P.index("attack_attack")
+
+
+def test_defaults_load_with_provenance(defaults):
+    assert set(defaults.scenarios) == {"couple", "family"}
+    assert defaults.version == 1
+    for scenario in ("couple", "family"):
+        sp = defaults[scenario]
+        assert sp.patterns == list(patterns(scenario)) and sp.strategies == list(strategies(scenario))
+        prov = defaults.provenance["scenarios"][scenario]
+        assert prov["dialogues"] > 0 and prov["transitions"] > 0
+        assert sum(prov["transitions_per_action"].values()) == prov["transitions"]
+        assert set(prov["effect_observations_per_strategy"]) == set(strategies(scenario))
+    assert defaults.provenance["sources"]
+    with pytest.raises(KeyError, match="triad"):
+        defaults["triad"]
+
+
+def test_pursue_withdraw_is_the_most_persistent_couple_pattern(couple):
+    sp, pw, _, _ = couple
+    n_p = len(sp.patterns)
+    listen = np.diag(sp.transition[0])[:n_p]
+    average = np.diag(sp.transition.mean(axis=0))[:n_p]
+    assert int(np.argmax(listen)) == pw, dict(zip(sp.patterns, listen.round(3)))
+    assert int(np.argmax(average)) == pw, dict(zip(sp.patterns, average.round(3)))
+    # also against "no clear pattern"
+    assert listen[pw] > sp.transition[0, n_p, n_p] and average[pw] > sp.transition.mean(axis=0)[n_p, n_p]
+
+
+def test_pursue_withdraw_persists_longest_in_simulation(couple):
+    """One-step stay rates measured by stepping the backend from each pattern: under
+    listening and under uniformly random moves, pursue-withdraw stays most often."""
+    sp, pw, _, _ = couple
+    be = CalibratedBackend("couple", sp)
+    rng = np.random.default_rng(0)
+    n_s = len(sp.strategies)
+    trials = 2500
+    stay = {"listen": [], "random": []}
+    for p in sp.patterns:
+        for mode in stay:
+            kept = 0
+            for _ in range(trials):
+                st = _couple_state(p)
+                a = int(rng.integers(n_s + 1)) if mode == "random" else 0
+                move = TherapistMove(False) if a == 0 else TherapistMove(True, None, (0,), a - 1, sp.strategies[a - 1])
+                be.step(st, move, rng)
+                kept += st.pattern == p
+            stay[mode].append(kept / trials)
+    for mode, rates in stay.items():
+        assert int(np.argmax(rates)) == pw, (mode, dict(zip(sp.patterns, rates)))
+    # the simulated rate under listening matches the table (5 standard errors)
+    se = np.sqrt(sp.transition[0, pw, pw] * (1 - sp.transition[0, pw, pw]) / trials)
+    assert abs(stay["listen"][pw] - sp.transition[0, pw, pw]) < 5 * se
+
+
+def test_repair_softening_can_fall_back_to_attack_attack(couple):
+    sp, _, rs, aa = couple
+    assert (sp.transition[:, rs, aa] > 0).all()  # under listening and under every strategy
+    # and it is observed: stepping from repair-softening while listening
+    be = CalibratedBackend("couple", sp)
+    rng = np.random.default_rng(1)
+    trials = 4000
+    falls = 0
+    for _ in range(trials):
+        st = _couple_state("repair_softening")
+        be.step(st, TherapistMove(False), rng)
+        falls += st.pattern == "attack_attack"
+    p = sp.transition[0, rs, aa]
+    assert falls > 0
+    assert abs(falls / trials - p) < 5 * np.sqrt(p * (1 - p) / trials)
+
+
+def test_repair_softening_falls_back_in_env_episodes():
+    """Observed in whole simulated episodes (the Gymnasium env, default parameters)."""
+    env = GroupSupportEnv("couple", terminate_on_settle=False)
+    enc = env.encoding
+    transitions = 0
+    falls = 0
+    rng = np.random.default_rng(0)
+    for seed in range(150):
+        _, info = env.reset(seed=seed)
+        prev = info["state"].pattern
+        done = False
+        while not done:
+            a = 0 if rng.random() < 0.5 else enc.encode(int(rng.integers(enc.n_targets)), int(rng.integers(enc.n_strategies)))
+            _, _, term, trunc, info = env.step(a)
+            cur = info["state"].pattern
+            if prev == "repair_softening" and cur != prev:
+                transitions += 1
+                falls += cur == "attack_attack"
+            prev = cur
+            done = term or trunc
+    assert transitions > 0 and falls > 0
+
+
+def test_defaults_keep_the_clinical_directions(defaults):
+    for scenario, hostile, warm in (("couple", "attack_attack", "constructive_alignment"), ("family", "escalation_conflict", "cooperative_family_alliance")):
+        sp = defaults[scenario]
+        assert sp.harden[sp.patterns.index(hostile)] > 0 > sp.harden[sp.patterns.index(warm)]
+        assert sp.harden[sp.patterns.index("repair_softening")] < 0
+        top3 = {sp.strategies[i] for i in np.argsort(-sp.soften)[:3]}
+        assert top3 == {"repair", "join", "enact"}
+        assert (sp.soften > 0).all()
+        assert sp.contagion > 0
+        assert sp.pattern_pressure[sp.patterns.index(hostile)] > 0 > sp.pattern_pressure[sp.patterns.index(warm)]
+
+
+def test_defaults_untended_distress_persists_in_pursue_withdraw(defaults):
+    be = CalibratedBackend("couple", defaults)
+    finals = []
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        st = _couple_state("pursue_withdraw", (0.8, 0.4), -0.3)
+        for _ in range(20):
+            be.step(st, TherapistMove(False), rng)
+        finals.append(st.distress[0])
+    assert np.mean(finals) >= 0.8
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="default_params.json is stale: it ships untended_growth 0.0 for both scenarios, below the floor "
+    "fit_scenario applies (UNTENDED_FLOOR = 0.01), so the shipped defaults carry no untended-growth term",
+)
+@pytest.mark.parametrize("scenario", ["couple", "family"])
+def test_defaults_respect_the_untended_growth_floor(defaults, scenario):
+    assert defaults[scenario].untended_growth >= UNTENDED_FLOOR
+
+
+@pytest.mark.skipif(not SHARED_SUBSET.exists(), reason="the shared real subset is not available")
+@pytest.mark.xfail(strict=True, reason="refitting the defaults' documented sources gives untended_growth 0.01, the file says 0.0")
+def test_defaults_are_reproduced_by_refitting_their_sources(defaults):
+    refit = fit_params(load_dialogues() + load_dialogues(SHARED_SUBSET))
+    for scenario in ("couple", "family"):
+        assert refit.provenance["scenarios"][scenario]["transitions"] == defaults.provenance["scenarios"][scenario]["transitions"]
+        got, want = refit[scenario].to_dict(), defaults[scenario].to_dict()
+        assert got == want, [k for k in got if got[k] != want[k]]

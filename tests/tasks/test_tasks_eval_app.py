@@ -1,0 +1,61 @@
+"""``rescue eval-tasks``: the Hydra app and its config."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+
+from experiments import eval_tasks
+
+
+def _compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import CONF_DIR
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        return compose(config_name="eval_tasks", overrides=overrides)
+
+
+def test_config_loads_without_the_cli():
+    cfg = _compose(["predictor=prior", "profile=released", "tasks=[itp,stp]"])
+    assert cfg.predictor == "prior" and cfg.profile == "released" and list(cfg.tasks) == ["itp", "stp"]
+    assert cfg.data.path is None and cfg.llm.model and cfg.batch_size == 4 and cfg.resume is True
+    assert cfg.agent.name == "heuristic"
+
+
+def test_build_predictor_choices():
+    cfg = _compose([])
+    assert eval_tasks.build_predictor(OmegaConf.merge(cfg, {"predictor": "random"}), None).name == "random"
+    with pytest.raises(ValueError, match="unknown predictor 'oracle'"):
+        eval_tasks.build_predictor(OmegaConf.merge(cfg, {"predictor": "oracle"}), None)
+    with pytest.raises(ValueError, match="unknown judge"):
+        eval_tasks.build_judge(OmegaConf.merge(cfg, {"judge": "human"}), None)
+    llm = eval_tasks.build_predictor(OmegaConf.merge(cfg, {"predictor": "llm"}), None)
+    assert llm.name == f"llm:{cfg.llm.model}" and llm.batch_size == 4
+
+
+def test_app_runs_and_resumes(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    argv = ["rescue-eval-tasks", "predictor=majority", "tasks=[itp,rpp,stp,ssp]", f"hydra.run.dir={out}", "progress=false"]
+    monkeypatch.setattr(sys, "argv", argv)
+    eval_tasks.main()
+    res = json.loads((out / "tasks.json").read_text())
+    assert list(res) == ["itp", "rpp", "stp", "ssp"] and res["itp"]["n"] > 0
+    printed = capsys.readouterr().out
+    assert "82.62" in printed and "tasks.json" in printed
+    n = len((out / "details.jsonl").read_text().splitlines())
+    eval_tasks.main()  # same folder: resumed, nothing added
+    assert len((out / "details.jsonl").read_text().splitlines()) == n
+
+
+def test_app_with_an_agent(tmp_path, monkeypatch):
+    pytest.importorskip("agents.registry")
+    out = tmp_path / "agent"
+    monkeypatch.setattr(sys, "argv", ["rescue-eval-tasks", "predictor=agent", "agent=heuristic", "tasks=[itp,ssp]", f"hydra.run.dir={out}", "progress=false"])
+    eval_tasks.main()
+    res = json.loads((out / "tasks.json").read_text())
+    assert res["itp"]["predictor"] == "agent:heuristic" and res["ssp"]["failed"] == 0
