@@ -68,6 +68,8 @@ class Session:
         self.backend = backend
         self.encoding = encoding
         self.rng = rng
+        # text choices draw from their own stream so that recording never changes the episode
+        self.text_rng = np.random.default_rng(int(rng.integers(2**63 - 1)))
         self.record = record
         self.text_bank = text_bank if text_bank is not None else TextBank()
         self.members: tuple[str, ...] = tuple(dialogue.participants[: encoding.max_members])
@@ -135,7 +137,16 @@ class Session:
         elif move.intervene:
             st.last_speaker = THERAPIST
         self.t += 1
-        rows = self._rows(move, turns, pattern_before) if self.record else []
+        if self.record:
+            rows = self._rows(move, turns, pattern_before)
+        else:
+            rows = []
+            self._row_index += int(move.intervene) + len(turns)
+        st.row_index = self._row_index
+        if self.record:
+            state_col = st.to_dict()
+            for row in rows:
+                row.extras["state"] = state_col
         return StepResult(move, turns, rows, invalid)
 
     # transcript ---------------------------------------------------------------------------
@@ -147,12 +158,11 @@ class Session:
 
     def _rows(self, move: TherapistMove, turns: list[ClientTurn], pattern_before: str | None) -> list[Row]:
         st = self.state
-        state_col = st.to_dict()
         rows: list[Row] = []
         members = list(self.members)
         if move.intervene:
             target = self.encoding.target_label(move.target, members)  # type: ignore[arg-type]
-            text = move.text or self.text_bank.therapist_line(move.strategy_name or "", members, self.rng)
+            text = move.text or self.text_bank.therapist_line(move.strategy_name or "", members, self.text_rng)
             self._row_index += 1
             start, end = self._next_times(text)
             rows.append(
@@ -170,7 +180,7 @@ class Session:
                     relation_cycle_reason="simulated: the group's pattern when the therapist spoke",
                     relation_cycle_evidence_rows=[],
                     relation_pattern=None,
-                    extras={"state": state_col, "simulated": True, "step": self.t},
+                    extras={"simulated": True, "step": self.t},
                 )
             )
         for turn in turns:
@@ -181,17 +191,17 @@ class Session:
                 target = [self.dialogue.group_label]
             else:
                 target = [members[turn.addressee]]
-            text = turn.text or self.text_bank.client_line(turn.utterance_type, members, turn.slot, self.rng)
+            text = turn.text or self.text_bank.client_line(turn.utterance_type, members, turn.slot, self.text_rng)
             if turn.emotion is not None and turn.intensity is not None:
                 emotion, intensity = turn.emotion, turn.intensity
             else:
-                emotion, intensity = self.text_bank.emotion(float(st.distress[turn.slot]), members, turn.slot, self.rng)
+                emotion, intensity = self.text_bank.emotion(float(st.distress[turn.slot]), members, turn.slot, self.text_rng)
             viewpoints = []
             if turn.stances:
                 viewpoints = [ViewpointRecord(name, members[j], vp, att) for j, vp, att in turn.stances]
             elif turn.addressee >= 0:
                 g = float(st.stance[turn.slot, turn.addressee])
-                viewpoints = [ViewpointRecord(name, members[turn.addressee], self.text_bank.viewpoint(g, members, turn.slot, self.rng), attitude_for(g))]
+                viewpoints = [ViewpointRecord(name, members[turn.addressee], self.text_bank.viewpoint(g, members, turn.slot, self.text_rng), attitude_for(g))]
             self._row_index += 1
             start, end = self._next_times(text)
             rows.append(
@@ -209,9 +219,11 @@ class Session:
                     relation_pattern=st.pattern or "",
                     relation_pattern_reason="simulated: the group's pattern after the turn",
                     relation_pattern_evidence_rows=[],
-                    extras={"state": state_col, "simulated": True, "step": self.t},
+                    extras={"simulated": True, "step": self.t},
                 )
             )
+            st.emotion[turn.slot] = emotion
+            st.intensity[turn.slot] = float(intensity)
         self.rows.extend(rows)
         return rows
 

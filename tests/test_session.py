@@ -197,8 +197,6 @@ class _ScriptedBackend:
             ClientTurn(0, "request", TO_THERAPIST, text="Can you help us?"),
         ]
 
-    def sample_behaviours(self, state, move, rng):
-        return {}
 
 
 def test_session_uses_a_backends_self_reports(seeds):
@@ -255,11 +253,6 @@ def test_exported_couple_episode_validates_strictly(tmp_path, capsys):
     assert load_dialogues(path, strict=True)[0].sample_id == f"sim/{env.session.dialogue.sample_id}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the state column of simulated rows keeps the row_index of the last seed row: Session never "
-    "advances GroupState.row_index, so a row with row_index 43 carries state row_index 34",
-)
 def test_state_column_row_index_follows_the_transcript(seeds):
     s = _session(seeds, seed=2)
     for _ in range(4):
@@ -268,11 +261,6 @@ def test_state_column_row_index_follows_the_transcript(seeds):
     assert s.state.row_index == s.rows[-1].row_index
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the state column keeps the seed's emotion and intensity: the calibrated step moves distress but "
-    "never updates GroupState.emotion/intensity, so they contradict the row's own internal_emotion",
-)
 def test_state_column_emotion_matches_the_speakers_report(seeds):
     s = _session(seeds, seed=2)
     for _ in range(4):

@@ -75,9 +75,6 @@ class ClientBackend(Protocol):
         behaviours: dict[int, Behaviour | None] | None = None,
     ) -> list[ClientTurn]:
         """Advance ``state`` by one step. ``streak`` counts the therapist's consecutive
-        interventions before this one; ``behaviours`` (multi-agent view) fixes what each
-        client does instead of letting the backend choose."""
-
-    def sample_behaviours(self, state: GroupState, move: TherapistMove, rng: np.random.Generator) -> dict[int, Behaviour | None]:
-        """What the backend's own client policy would do (used for client slots that no
-        user policy drives)."""
+        interventions before this one. ``behaviours`` (multi-agent view) fixes what the
+        clients whose slots it contains do (``None`` = silent); the backend's own client
+        model drives every other slot."""

@@ -75,15 +75,6 @@ class CalibratedBackend:
         return self._pattern_index.get(pattern, self._none) if pattern else self._none
 
     # --------------------------------------------------------------------------------------
-    def sample_behaviours(self, state: GroupState, move: TherapistMove, rng: np.random.Generator) -> dict[int, Behaviour | None]:
-        """The backend's own client policy: who speaks and how, as :class:`Behaviour`s."""
-        addressed = [i in move.slots for i in range(state.n)] if move.intervene else [False] * state.n
-        turns = self._choose_turns(state.distress.tolist(), state.stance.tolist(), rng, self.pattern_index(state.pattern), addressed)
-        out: dict[int, Behaviour | None] = {i: None for i in range(state.n)}
-        for slot, u, addressee in turns:
-            out[slot] = Behaviour(u, addressee)
-        return out
-
     def _choose_turns(
         self, d: list[float], g: list[list[float]], rng: np.random.Generator, p: int, addressed: list[bool]
     ) -> list[tuple[int, int, int]]:
@@ -158,10 +149,12 @@ class CalibratedBackend:
             d[i] = (d[i] if addressed[i] else d[i] * grow) + pressure
 
         # 3. client turns
-        if behaviours is None:
-            chosen = self._choose_turns(d, g, rng, p, addressed)
-        else:
-            chosen = [(slot, b.utterance_type, b.addressee) for slot, b in sorted(behaviours.items()) if b is not None]
+        # user-driven clients (multi-agent view) say what they chose; the others follow the model
+        chosen = self._choose_turns(d, g, rng, p, addressed)
+        if behaviours is not None:
+            chosen = [(slot, b.utterance_type, b.addressee) for slot, b in sorted(behaviours.items()) if b is not None] + [
+                t for t in chosen if t[0] not in behaviours
+            ]
         ueff = sp["utterance_effect"]
         turns = []
         for slot, utype, addressee in chosen:

@@ -196,9 +196,6 @@ class GroupSupportParallelEnv(ParallelEnv):
         session = self.session
         n = session.n
         therapist_action = int(actions[THERAPIST_AGENT])
-        move, _ = session.move_for(therapist_action)
-        driven = all(f"client_{i}" in actions for i in range(n))
-        own = {} if driven else self.backend.sample_behaviours(session.state, move, self._np_random)
         behaviours: dict[int, Behaviour | None] = {}
         for i in range(n):
             agent = f"client_{i}"
@@ -206,9 +203,8 @@ class GroupSupportParallelEnv(ParallelEnv):
                 a = int(actions[agent])
                 valid = 0 <= a < len(self._client_masks[i]) and self._client_masks[i][a]
                 behaviours[i] = self.decode_client_action(a) if valid else None
-            else:
-                behaviours[i] = own.get(i)
-        result = session.step(therapist_action, behaviours=behaviours)
+        # slots absent from `behaviours` are played by the backend's own client model
+        result = session.step(therapist_action, behaviours=behaviours or None)
         reward, components = self.book.record(result.move, result.invalid_action)
         st = session.state
         terminated = self.terminate_on_settle and self.book.settled

@@ -16,7 +16,9 @@ Per episode (:func:`episode_metrics`):
   before it. ``healthy`` = no premature advice.
 
 States come from each row's ``state`` column (simulated episodes) and otherwise from the
-annotations (:func:`rescue_env.state.iter_states`), so real dialogues get the same view.
+annotations (:func:`rescue_env.state.iter_states`), so real dialogues get the same view. A
+simulated episode's seed history (its first ``start_row`` rows) is left out: "first" is the
+state the agent was handed, and only the agent's own therapist turns make the path.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from rescue_env.data.schema import THERAPIST, Dialogue
-from rescue_env.judges.items import agent_of, seed_of
+from rescue_env.judges.items import agent_of, history_rows, seed_of
 from rescue_env.state import iter_states
 
 EXPLORE_STRATEGIES: tuple[str, ...] = ("evoke", "join", "track")
@@ -44,6 +46,7 @@ class EpisodeMetrics:
     agent: str
     seed_sample_id: str
     episode: int | None
+    start_row: int
     n_rows: int
     members: list[str]
     first_distress: list[float]
@@ -120,6 +123,10 @@ def episode_metrics(
 ) -> EpisodeMetrics:
     """Closed-loop metrics of one dialogue or episode."""
     members, series = _distress_series(dialogue)
+    start = history_rows(dialogue)
+    # A simulated episode starts after its seed history: the agent is judged from the state
+    # it was handed (after row start_row), not from the seed session's opening.
+    series = series[start - 1 :] if start > 0 else series
     if series and members:
         first, last = series[0], series[-1]
         w = int(np.argmax(first))
@@ -130,7 +137,11 @@ def episode_metrics(
         first = last = np.zeros(0)
         group_red = worst_red = max_red = 0.0
         worst = None
-    strategies = [r.strategy or "" for r in dialogue.rows if r.primary_speaker == THERAPIST and r.dialogue_cleaned.strip()]
+    strategies = [
+        r.strategy or ""
+        for r in dialogue.rows[start:]
+        if r.primary_speaker == THERAPIST and r.dialogue_cleaned.strip()
+    ]
     path = strategy_path(strategies, explore, advice)
     sigma = dialogue.extras.get("sigma_return")
     episode = dialogue.extras.get("episode")
@@ -139,6 +150,7 @@ def episode_metrics(
         agent=agent_of(dialogue),
         seed_sample_id=seed_of(dialogue),
         episode=int(episode) if isinstance(episode, (int, float)) else None,
+        start_row=start,
         n_rows=len(dialogue.rows),
         members=members,
         first_distress=[round(float(x), 4) for x in first],

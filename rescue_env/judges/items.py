@@ -147,14 +147,28 @@ def _member_values(state: dict[str, Any] | None, key: str, members: Sequence[str
     return {m: by_name[m] for m in members if m in by_name}
 
 
-def items_from_dialogue(dialogue: Dialogue, *, context_rows: int = 6) -> list[JudgeItem]:
+def history_rows(dialogue: Dialogue) -> int:
+    """How many leading rows of a simulated episode are seed history, not the agent's.
+
+    Rollouts write ``start_row`` (the number of seed rows replayed before the simulation
+    started); real dialogues have none (0: every row counts).
+    """
+    k = dialogue.extras.get("start_row")
+    return int(k) if isinstance(k, (int, float)) and 0 <= k <= len(dialogue.rows) else 0
+
+
+def items_from_dialogue(dialogue: Dialogue, *, context_rows: int = 6, include_history: bool = False) -> list[JudgeItem]:
     """One :class:`JudgeItem` per therapist row with text, in order.
 
-    ``context_rows`` rows before the reply form the transcript window (all earlier rows
-    when ``context_rows < 0``). State before row k is the state after row k-1: taken from
-    the episode's ``state`` column when present (the simulator's own numbers), else
-    extracted from the annotations (:func:`rescue_env.state.iter_states`).
+    In a simulated episode the first ``start_row`` rows are the seed's history (the same for
+    every agent, written by the seed's therapist); they are context, not the agent's work,
+    and are skipped unless ``include_history``. ``context_rows`` rows before the reply form
+    the transcript window (all earlier rows when ``context_rows < 0``). State before row k
+    is the state after row k-1: taken from the episode's ``state`` column when present (the
+    simulator's own numbers), else extracted from the annotations
+    (:func:`rescue_env.state.iter_states`).
     """
+    first = 0 if include_history else history_rows(dialogue)
     members = tuple(dialogue.participants)
     group_label = GROUP_LABELS[dialogue.scenario]
     states: list[GroupState] = list(iter_states(dialogue))
@@ -162,7 +176,7 @@ def items_from_dialogue(dialogue: Dialogue, *, context_rows: int = 6) -> list[Ju
     episode = dialogue.extras.get("episode")
     items: list[JudgeItem] = []
     for pos, row in enumerate(dialogue.rows):
-        if row.primary_speaker != THERAPIST or not row.dialogue_cleaned.strip():
+        if pos < first or row.primary_speaker != THERAPIST or not row.dialogue_cleaned.strip():
             continue
         start = 0 if context_rows < 0 else max(0, pos - context_rows)
         window = [
@@ -233,11 +247,13 @@ def _find_trigger(rows: Sequence[Row], addressed: Sequence[str], members: Sequen
     return Turn(latest.primary_speaker, tuple(latest.target), latest.dialogue_cleaned)
 
 
-def items_from_dialogues(dialogues: Iterable[Dialogue], *, context_rows: int = 6) -> list[JudgeItem]:
+def items_from_dialogues(
+    dialogues: Iterable[Dialogue], *, context_rows: int = 6, include_history: bool = False
+) -> list[JudgeItem]:
     """:func:`items_from_dialogue` over many dialogues, concatenated."""
     out: list[JudgeItem] = []
     for d in dialogues:
-        out.extend(items_from_dialogue(d, context_rows=context_rows))
+        out.extend(items_from_dialogue(d, context_rows=context_rows, include_history=include_history))
     return out
 
 
@@ -291,7 +307,7 @@ def _common_prefix(a: Sequence[Row], b: Sequence[Row]) -> int:
 
 
 def _first_reply_from(d: Dialogue, start: int, context_rows: int) -> JudgeItem | None:
-    for item in items_from_dialogue(d, context_rows=context_rows):
+    for item in items_from_dialogue(d, context_rows=context_rows, include_history=True):
         if item.position >= start:
             return item
     return None

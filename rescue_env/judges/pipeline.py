@@ -70,6 +70,7 @@ class JudgeConfig:
     anchor_tolerance: float = 0.75
     agents_pair: list[str] | None = None
     context_rows: int = 6
+    include_history: bool = False
     max_items_per_agent: int | None = None
     max_pairs: int | None = 50
     twins_items_per_agent: int = 10
@@ -162,7 +163,11 @@ async def run_judge(
         "n_dialogues": len(dialogues),
         "agents": sorted({agent_of(d) for d in dialogues}),
     }
-    items = _sample_per_agent(items_from_dialogues(dialogues, context_rows=cfg.context_rows), cfg.max_items_per_agent, cfg.seed)
+    items = _sample_per_agent(
+        items_from_dialogues(dialogues, context_rows=cfg.context_rows, include_history=cfg.include_history),
+        cfg.max_items_per_agent,
+        cfg.seed,
+    )
     summary["n_items"] = len(items)
 
     async def score(its: Sequence[JudgeItem]) -> list[Judgement]:

@@ -123,7 +123,7 @@ def item_record(inst: Instance, item_id: str, context_size: dict[str, int]) -> d
         rec["speaker_of_the_row"] = inst.context.get("speaker", "")
         rec["prior_context"] = _context(inst, k)
     elif task == "stp":
-        rec["candidate_targets"] = list(dict.fromkeys(c for c in inst.candidates if c != "__empty__"))
+        rec["candidate_targets"] = list(dict.fromkeys(c for c in inst.candidates if c and c != "__empty__"))
         rec["prior_context"] = _context(inst, k)
     elif task == "ssp":
         rec["known_support_target"] = inst.context.get("known_target", "")
@@ -325,7 +325,7 @@ class LLMPredictor:
         labels: list[str] = []
         for inst in batch:
             for c in inst.candidates:
-                if c != "__empty__" and c not in labels:
+                if c and c != "__empty__" and c not in labels:
                     labels.append(c)
         return labels
 

@@ -356,7 +356,8 @@ class _FittedBaseline(BasePredictor):
 
     @staticmethod
     def _options(inst: Instance) -> list[str]:
-        return _dedupe([c for c in inst.candidates if c != "__empty__"]) or list(inst.candidates)
+        # released candidate lists can hold "" and "__empty__" placeholders: never answers
+        return _dedupe([c for c in inst.candidates if c and c != "__empty__"]) or list(inst.candidates)
 
 
 class MajorityPredictor(_FittedBaseline):

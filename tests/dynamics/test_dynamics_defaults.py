@@ -151,18 +151,12 @@ def test_defaults_untended_distress_persists_in_pursue_withdraw(defaults):
     assert np.mean(finals) >= 0.8
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="default_params.json is stale: it ships untended_growth 0.0 for both scenarios, below the floor "
-    "fit_scenario applies (UNTENDED_FLOOR = 0.01), so the shipped defaults carry no untended-growth term",
-)
 @pytest.mark.parametrize("scenario", ["couple", "family"])
 def test_defaults_respect_the_untended_growth_floor(defaults, scenario):
     assert defaults[scenario].untended_growth >= UNTENDED_FLOOR
 
 
 @pytest.mark.skipif(not SHARED_SUBSET.exists(), reason="the shared real subset is not available")
-@pytest.mark.xfail(strict=True, reason="refitting the defaults' documented sources gives untended_growth 0.01, the file says 0.0")
 def test_defaults_are_reproduced_by_refitting_their_sources(defaults):
     refit = fit_params(load_dialogues() + load_dialogues(SHARED_SUBSET))
     for scenario in ("couple", "family"):

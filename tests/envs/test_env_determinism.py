@@ -114,12 +114,6 @@ def test_info_state_is_a_copy():
     assert env.state.pattern == live[1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recording the transcript changes the episode: Session._rows draws utterance text, emotion "
-    "phrases and viewpoints from the same generator as the dynamics (session.rng), so record_transcript=True "
-    "(or render_mode='ansi', which forces it) gives a different trajectory for the same seed",
-)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_recording_the_transcript_does_not_change_the_episode(scenario, run_episode):
     acts = _actions(scenario)

@@ -150,8 +150,8 @@ def make_episodes(seeds: list[Dialogue], agents=("heuristic", "poor", "never"), 
                   prefix: int = 3) -> list[Dialogue]:
     """Episodes in the rollout format built from seed dialogues.
 
-    The first ``prefix`` rows are shared by every agent (as when episodes grow from the same
-    seed); after them ``heuristic`` keeps the seed's therapist replies, ``poor`` replaces them
+    The first ``prefix`` rows are the seed history shared by every agent (``start_row``, as
+    when episodes grow from the same seed); after them ``heuristic`` keeps the seed's therapist replies, ``poor`` replaces them
     with a generic advice reply (its first reply in episode 1 demeans: a veto), and
     ``never`` has no therapist rows.
     """
@@ -177,7 +177,7 @@ def make_episodes(seeds: list[Dialogue], agents=("heuristic", "poor", "never"), 
                     row.relation_cycle_evidence_rows = [] if row.relation_cycle_evidence_rows is not None else None
                 d.rows = rows
                 d.sample_id = f"{agent}/{seed.sample_id}/ep{ep}"
-                d.extras.update(agent=agent, episode=ep, seed_sample_id=seed.sample_id,
+                d.extras.update(agent=agent, episode=ep, seed_sample_id=seed.sample_id, start_row=prefix,
                                 sigma_return=-1.0 - 0.1 * ep, failed=False)
                 out.append(_with_state(d))
     return out

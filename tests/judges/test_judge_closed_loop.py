@@ -27,9 +27,12 @@ def test_distress_reduction_from_the_state_column() -> None:
     # rewrite the state column: Priya 0.8 → 0.2, Marcus 0.4 → 0.5
     for row in ep.rows:
         row.extras["state"] = {**row.extras["state"], "members": ["Priya", "Marcus"], "distress": [0.5, 0.45]}
-    ep.rows[0].extras["state"]["distress"] = [0.8, 0.4]
+    # the episode starts after its 3 history rows: "first" is the state after row 3
+    ep.rows[0].extras["state"]["distress"] = [0.1, 0.1]
+    ep.rows[2].extras["state"]["distress"] = [0.8, 0.4]
     ep.rows[-1].extras["state"]["distress"] = [0.2, 0.5]
     m = episode_metrics(ep)
+    assert m.start_row == 3
     assert m.group_reduction == pytest.approx(0.6 - 0.35)
     assert m.worst_off_member == "Priya" and m.worst_off_reduction == pytest.approx(0.6)
     assert m.max_reduction == pytest.approx(0.8 - 0.5)

