@@ -36,7 +36,7 @@ class GroupSupportEnv(gym.Env):
     T = 3 (each partner, the couple), S = 10 → 31 actions. Families (cap 6): T = 22
     (6 members, 15 dyads, the family), S = 8 → 177 actions. Targets naming absent
     members are masked: ``info["action_mask"]`` (``int8``, for ``Discrete.sample(mask=)``),
-    ``info["action_mask_factored"]`` (intervene, target, strategy) and
+    :meth:`action_mask_factored` (intervene, target, strategy; also in the reset ``info``) and
     :meth:`action_masks` (sb3-contrib's MaskablePPO). A masked action is played as
     listening and flagged ``info["invalid_action"]``.
 
@@ -63,7 +63,9 @@ class GroupSupportEnv(gym.Env):
 
     ## Information
     ``state`` (a copy of the :class:`~rescue_env.state.GroupState`), ``sigma``,
-    ``action_mask``, ``action_mask_factored``, ``intervened``, ``invalid_action``; with
+    ``action_mask``, ``intervened``, ``invalid_action`` (reset: ``state``, ``action_mask``,
+    ``action_mask_factored``). Infos are kept small on purpose: SB3's ``DummyVecEnv``
+    deep-copies them every step. With
     ``record_transcript=True`` also ``rows`` (the new benchmark rows).
 
     ## Arguments
@@ -131,11 +133,12 @@ class GroupSupportEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         assert self.session is not None
-        return {
-            "state": self.session.state.copy(),
-            "action_mask": self._mask.copy(),
-            "action_mask_factored": tuple(m.copy() for m in self._factored),
-        }
+        return {"state": self.session.state.copy(), "action_mask": self._mask.copy()}
+
+    def action_mask_factored(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(intervene[2], target[T], strategy[S])`` masks for factored action heads (also
+        in the reset ``info``; constant within an episode since the group is fixed)."""
+        return tuple(m.copy() for m in self._factored)  # type: ignore[return-value]
 
     def action_masks(self) -> np.ndarray:
         """Boolean mask of valid actions (the method sb3-contrib's MaskablePPO calls)."""
@@ -165,7 +168,9 @@ class GroupSupportEnv(gym.Env):
         self._factored = self.encoding.factored_mask(self.session.n)
         self.book = EpisodeBook(self.session, self.reward_cfg, self.settle_threshold, self.settle_steps)
         self._last = None
-        return self._get_obs(), self._info()
+        info = self._info()
+        info["action_mask_factored"] = self.action_mask_factored()
+        return self._get_obs(), info
 
     def step(self, action):
         if self.session is None:

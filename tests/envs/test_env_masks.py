@@ -18,7 +18,7 @@ def _check_masks(env: GroupSupportEnv, info: dict) -> None:
     am = env.action_masks()
     assert am.dtype == np.bool_ and am.shape == (enc.n_actions,)
     np.testing.assert_array_equal(am, flat.astype(bool))
-    factored = info["action_mask_factored"]
+    factored = env.action_mask_factored()
     assert isinstance(factored, tuple) and len(factored) == 3
     for got, want in zip(factored, enc.factored_mask(n)):
         assert got.dtype == np.int8
@@ -40,6 +40,8 @@ def test_masks_agree_with_action_encoding(scenario):
     for seed in range(6):
         _, info = env.reset(seed=seed)
         _check_masks(env, info)
+        for got, want in zip(info["action_mask_factored"], env.action_mask_factored()):
+            np.testing.assert_array_equal(got, want)
         _, _, _, _, info = env.step(0)
         _check_masks(env, info)
 
