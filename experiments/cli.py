@@ -28,6 +28,8 @@ USAGE = """usage: rescue COMMAND [ARGS...]
 commands:
   data validate PATH [--strict]   check a .jsonl file or a directory of dialogues
   data export PATH OUT.jsonl      load dialogues from PATH and write them as JSON Lines
+  judge agreement --human H.csv [--judge J.csv | --run DIR]
+                                  judge-vs-human agreement (exact, MAE, quadratic κ)
 {hydra}
 Hydra commands take overrides, e.g. `rescue rollout episodes=4 seed=1`;
 `rescue COMMAND --help` lists their configuration."""

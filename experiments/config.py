@@ -3,7 +3,7 @@
 The YAML files under ``conf/`` mirror these classes: group ``data`` ↔ :class:`DataConfig`,
 ``env`` ↔ :class:`EnvConfig`, ``dynamics`` ↔ :class:`DynamicsConfig`, ``reward`` ↔
 :class:`~rescue_env.reward.RewardConfig`, ``agent`` ↔ :class:`AgentConfig`, ``llm`` ↔
-:class:`LLMSchema`, ``experiment`` ↔ :class:`ExperimentConfig`. Each command's primary config
+:class:`~rescue_env.llm.config.LLMConfig`, ``experiment`` ↔ :class:`ExperimentConfig`. Each command's primary config
 (``conf/rollout.yaml``…) starts from its schema stored here (``rollout_schema``…), so a typo
 or a wrong type in an override fails at composition with Hydra's error, before anything runs.
 
@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from rescue_env.llm.config import LLMConfig
 from rescue_env.reward import RewardConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -78,24 +79,6 @@ class AgentConfig:
 
 
 @dataclass
-class LLMSchema:
-    """An OpenAI-compatible server. ``api_key_env`` names the variable holding the key."""
-
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "gpt-4o-mini"
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
-    max_tokens: int = 512
-    timeout_s: float = 60.0
-    max_concurrency: int = 16
-    max_retries: int = 5
-    structured_outputs: bool = True
-    seed: Optional[int] = 0
-    cache_dir: Optional[str] = None
-    cache_mode: str = "readwrite"
-
-
-@dataclass
 class ExperimentConfig:
     """A named preset (``experiment=...``) that sets several groups at once."""
 
@@ -112,7 +95,7 @@ class RolloutConfig:
     dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
-    llm: LLMSchema = field(default_factory=LLMSchema)
+    llm: LLMConfig = field(default_factory=LLMConfig)
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     #: agents compared when ``agent.name`` is null
     agents: list[str] = field(default_factory=lambda: ["never", "random", "heuristic", "imitation"])
@@ -189,7 +172,7 @@ def register_configs() -> None:
     cs.store(group="dynamics", name="dynamics_schema", node=DynamicsConfig)
     cs.store(group="reward", name="reward_schema", node=RewardConfig)
     cs.store(group="agent", name="agent_schema", node=AgentConfig)
-    cs.store(group="llm", name="llm_schema", node=LLMSchema)
+    cs.store(group="llm", name="llm_schema", node=LLMConfig)
     cs.store(group="experiment", name="experiment_schema", node=ExperimentConfig)
 
 

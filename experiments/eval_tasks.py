@@ -12,6 +12,7 @@ table beside the paper's figures (see :mod:`rescue_env.tasks.runner`).
 from __future__ import annotations
 
 import inspect
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,14 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rescue_env.data import Dialogue, load_dialogues
-from rescue_env.tasks import AgentPredictor, LLMJudge, LLMPredictor, make_baseline, run_tasks
+from rescue_env.tasks import (
+    AgentPredictor,
+    LLMJudge,
+    LLMPredictor,
+    make_baseline,
+    run_tasks,
+)
+from rescue_env.tasks.instances import check_profile, check_task
 from rescue_env.tasks.predictors import BASELINES
 
 PREDICTORS = (*BASELINES, "agent", "llm")
@@ -69,6 +77,7 @@ def build_predictor(cfg: DictConfig, fit_dialogues: list[Dialogue] | None) -> An
         return make_baseline(kind, seed=int(cfg.seed), fit_dialogues=fit_dialogues)
     if kind == "agent":
         name, settings = _agent_settings(cfg)
+        settings.setdefault("seed", int(cfg.seed))
         return AgentPredictor(make_agent_factory(name, settings), name=name, fit_dialogues=fit_dialogues)
     if kind == "llm":
         client = make_llm_client(cfg.llm)
@@ -89,7 +98,18 @@ def build_judge(cfg: DictConfig, predictor: Any) -> Any:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval_tasks")
 def main(cfg: DictConfig) -> None:
+    # Hydra logs at INFO; one line per HTTP request would bury the progress bars.
+    for noisy in ("httpx", "httpx2", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    # Check names before loading anything, so a typo fails at once.
+    for t in cfg.tasks:
+        check_task(t)
+    check_profile(cfg.profile)
+    if cfg.get("torch_threads"):
+        import torch
+
+        torch.set_num_threads(int(cfg.torch_threads))
     dialogues = load_dialogues(cfg.data.path, strict=bool(cfg.data.get("strict", False)))
     fit = load_dialogues(cfg.fit_data) if cfg.get("fit_data") else None
     predictor = build_predictor(cfg, fit)

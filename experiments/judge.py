@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ def judge_config(cfg: DictConfig) -> JudgeConfig:
         anchor_tolerance=float(cfg.anchor_tolerance),
         agents_pair=None if pair is None else [str(a) for a in pair],
         context_rows=int(cfg.context_rows),
+        include_history=bool(cfg.get("include_history", False)),
         max_items_per_agent=None if cfg.max_items_per_agent is None else int(cfg.max_items_per_agent),
         max_pairs=None if cfg.pairwise.max_pairs is None else int(cfg.pairwise.max_pairs),
         pairwise_margin=float(cfg.pairwise.margin),
@@ -80,8 +82,9 @@ def load_inputs(cfg: DictConfig):
 
 def make_client(cfg: DictConfig) -> Any:
     """An LLM client for the judge: ``client_factory`` ("module:function", called with the llm
-    config as a plain dict) or ``rescue_env.llm.LLMClient``. The judge's ``temperature`` is
-    written into the llm config first, so the judge always runs at its fixed temperature."""
+    config as a plain dict) or ``rescue_env.llm.LLMClient`` built from the ``llm`` group. The
+    judge's ``temperature`` is written into the llm config first, so the judge always runs
+    at its own fixed temperature whatever the llm group says."""
     llm_cfg = OmegaConf.to_container(cfg.llm, resolve=True) if "llm" in cfg else {}
     assert isinstance(llm_cfg, dict)
     llm_cfg["temperature"] = float(cfg.temperature)
@@ -91,15 +94,14 @@ def make_client(cfg: DictConfig) -> Any:
             raise SystemExit(f"rescue judge: client_factory={cfg.client_factory!r}: expected 'module:function'")
         return getattr(importlib.import_module(module), func)(llm_cfg)
     try:
-        from rescue_env.llm import LLMClient  # type: ignore[attr-defined]
+        from rescue_env.llm import LLMClient, LLMConfig
     except ImportError as e:
         raise SystemExit(
             f"rescue judge: scorer=llm needs the LLM layer (rescue_env.llm), which is not available ({e}). "
             "Use scorer=offline, or give client_factory=module:function."
         ) from None
-    if hasattr(LLMClient, "from_config"):
-        return LLMClient.from_config(llm_cfg)
-    return LLMClient(**llm_cfg)
+    known = set(inspect.signature(LLMConfig).parameters)
+    return LLMClient(LLMConfig(**{k: v for k, v in llm_cfg.items() if k in known}))
 
 
 async def _run_async(cfg: DictConfig, jcfg: JudgeConfig, dialogues, client: Any):
@@ -164,6 +166,7 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(
             f"length–score correlation: spearman {c['spearman']}, pearson {c['pearson']} (n={c['n']}); "
             f"flagged batches: {ab['anchors']['n_flagged']}/{ab['anchors']['n_batches']}"
+            + ("  [warning: scores track reply length]" if ab.get("length_bias_warning") else "")
         )
     pw = summary.get("pairwise")
     if pw:
@@ -178,10 +181,10 @@ def summary_table(summary: dict[str, Any]) -> str:
             )
     cl = summary.get("closed_loop", {}).get("per_agent", {})
     if cl:
-        rows = [[a, s["episodes"], s["group_reduction"], s["worst_off_reduction"], s["healthy_share"], s["advice_position"]]
-                for a, s in cl.items()]
-        lines.append(tabulate(rows, headers=["agent", "episodes", "group Δdistress", "worst-off Δ", "healthy", "advice pos"],
-                              floatfmt=".3f"))
+        rows = [[a, s["episodes"], s["group_reduction"], s["worst_off_reduction"], s["healthy_share"], s["advice_share"],
+                 s["explored_before_advice_share"], s["advice_position"]] for a, s in cl.items()]
+        lines.append(tabulate(rows, headers=["agent", "episodes", "group distress ↓", "worst-off ↓", "healthy path",
+                                             "advice given", "explored first", "advice pos"], floatfmt=".3f"))
     return "\n".join(lines)
 
 

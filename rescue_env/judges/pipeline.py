@@ -183,7 +183,7 @@ async def run_judge(
         else:
             result = _offline_absolute(offline, items, cfg.anchor_tolerance)
         records.extend(_absolute_records(items, result, label, cfg.model))
-        summary["absolute"] = _absolute_summary(items, result, label, cfg)
+        summary["absolute"] = _absolute_summary(items, result, label, cfg, summary["agents"])
 
     if "pairwise" in cfg.modes:
         agents = sorted({agent_of(d) for d in dialogues})
@@ -332,10 +332,13 @@ def _absolute_records(items: Sequence[JudgeItem], result: AbsoluteResult, label:
     return out
 
 
-def _absolute_summary(items: Sequence[JudgeItem], result: AbsoluteResult, label: str, cfg: JudgeConfig) -> dict[str, Any]:
-    by: dict[str, list[tuple[JudgeItem, Judgement]]] = defaultdict(list)
+def _absolute_summary(
+    items: Sequence[JudgeItem], result: AbsoluteResult, label: str, cfg: JudgeConfig, agents: Sequence[str] = ()
+) -> dict[str, Any]:
+    # every agent of the run gets a row, even one that never spoke (n = 0, means None)
+    by: dict[str, list[tuple[JudgeItem, Judgement]]] = {a: [] for a in agents}
     for it, j in zip(items, result.judgements):
-        by[it.agent].append((it, j))
+        by.setdefault(it.agent, []).append((it, j))
     per_agent: dict[str, Any] = {}
     for agent, pairs in sorted(by.items()):
         ok = [(i, j) for i, j in pairs if j.ok]

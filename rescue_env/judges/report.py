@@ -34,8 +34,11 @@ def _absolute(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in records if r.get("mode") == "absolute" and r.get("kind") == "item" and r.get("ok")]
 
 
-def plot_histogram(records: Sequence[Mapping[str, Any]], path: str | Path, scorer: str) -> Path:
-    """Overall-score histogram per agent (absolute records only)."""
+def plot_histogram(
+    records: Sequence[Mapping[str, Any]], path: str | Path, scorer: str, agents: Sequence[str] = ()
+) -> Path:
+    """Overall-score histogram per agent (absolute records only); ``agents`` adds panels for
+    agents without judged replies (a never-intervening agent)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,7 +46,7 @@ def plot_histogram(records: Sequence[Mapping[str, Any]], path: str | Path, score
     import numpy as np
 
     recs = _absolute(records)
-    agents = sorted({str(r["agent"]) for r in recs}) or ["(no items)"]
+    agents = sorted({str(r["agent"]) for r in recs} | set(agents)) or ["(no items)"]
     n = len(agents)
     cols = 2 if n > 1 else 1
     rows = (n + cols - 1) // cols
@@ -53,6 +56,9 @@ def plot_histogram(records: Sequence[Mapping[str, Any]], path: str | Path, score
         ax = axes[k // cols][k % cols]
         vals = [float(r["overall"]) for r in recs if r["agent"] == agent]
         vetoes = sum(1 for r in recs if r["agent"] == agent and r.get("veto"))
+        if not vals:
+            ax.text(0.5, 0.5, "no therapist replies", ha="center", va="center", transform=ax.transAxes, color="gray")
+            ax.set_yticks([])
         ax.hist(vals, bins=bins, color="#4C72B0", edgecolor="white")
         if vetoes:
             ax.hist([0.0] * vetoes, bins=bins, color="#C44E52", edgecolor="white", label="veto")
@@ -186,11 +192,12 @@ def html_section(summary: Mapping[str, Any], plots: Sequence[Path]) -> str:
     clp = (summary.get("closed_loop") or {}).get("per_agent")
     if clp:
         parts.append("<h3>Closed loop</h3><table><tr><th>agent</th><th>episodes</th><th>group distress ↓</th>"
-                     "<th>worst-off ↓</th><th>healthy path</th><th>explored before advice</th><th>advice position</th></tr>")
+                     "<th>worst-off ↓</th><th>healthy path</th><th>advice given</th><th>explored before advice</th>"
+                     "<th>advice position</th></tr>")
         for agent, s in clp.items():
             parts.append(
                 f"<tr><td>{html.escape(agent)}</td><td>{s['episodes']}</td><td>{_fmt(s['group_reduction'])}</td>"
-                f"<td>{_fmt(s['worst_off_reduction'])}</td><td>{_fmt(s['healthy_share'])}</td>"
+                f"<td>{_fmt(s['worst_off_reduction'])}</td><td>{_fmt(s['healthy_share'])}</td><td>{_fmt(s['advice_share'])}</td>"
                 f"<td>{_fmt(s['explored_before_advice_share'])}</td><td>{_fmt(s['advice_position'])}</td></tr>"
             )
         parts.append("</table>")
@@ -242,7 +249,8 @@ def write_outputs(out_dir: str | Path, records: Sequence[Mapping[str, Any]], sum
             fh.write(json.dumps(e, ensure_ascii=False) + "\n")
     plots = []
     if "absolute" in summary.get("modes", []):
-        paths["hist"] = plot_histogram(records, out / "plots" / "judge_hist.png", str(summary.get("scorer")))
+        agents = list((summary.get("absolute") or {}).get("per_agent", {}))
+        paths["hist"] = plot_histogram(records, out / "plots" / "judge_hist.png", str(summary.get("scorer")), agents)
         paths["heatmap"] = plot_heatmap(summary, out / "plots" / "judge_heatmap.png")
         plots = [paths["hist"], paths["heatmap"]]
     paths["summary"] = out / "judge_summary.json"

@@ -181,7 +181,6 @@ class MockLLMServer:
         self._closing = threading.Event()
         self._connections: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -202,14 +201,12 @@ class MockLLMServer:
         return [r for r in self.requests if r.path.rstrip("/") == "/v1/chat/completions"]
 
     def start(self) -> MockLLMServer:
+        """Bind the port and serve from a daemon thread; returns ``self``."""
         self._closing.clear()
         handler = type("Handler", (_Handler,), {"mock": self})
         self._httpd = _Server(("127.0.0.1", self._port), handler)
         # A short poll interval makes stop() quick (shutdown waits for one poll).
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.05,), name="mock-llm-server", daemon=True
-        )
-        self._thread.start()
+        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="mock-llm-server", daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -358,7 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
 def main(argv: Sequence[str] | None = None) -> None:
     """Serve until Ctrl-C: ``python -m rescue_env.llm.mock_server --port 8000 --latency 0.2``."""
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added before every 200 reply")
     parser.add_argument(
         "--fault", action="append", default=[], metavar="KIND=RATE", help=f"inject a fault; KIND in {FAULT_KINDS}"

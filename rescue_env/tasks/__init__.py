@@ -11,7 +11,9 @@ agent adapter, pattern classifiers, carry-forward generator),
 :mod:`~rescue_env.tasks.llm_predictor` (LLM predictor and judges over an async JSON client),
 :mod:`~rescue_env.tasks.scorers` (offline ER/VP judge and BERTScore on a shipped model),
 :mod:`~rescue_env.tasks.runner` (:func:`run_tasks`: resume, progress, ``tasks.json``,
-``details.jsonl``, the table beside the paper's figures).
+``details.jsonl``, the table beside the paper's figures; :func:`evaluate` in memory),
+:mod:`~rescue_env.tasks.callback` (``TaskEvalCallback``: ``tasks/…`` figures of a policy
+during SB3 training; imported on its own, it needs stable-baselines3).
 """
 
 from rescue_env.tasks.instances import (

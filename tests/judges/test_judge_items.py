@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from judge_fakes import POOR, make_episodes
+from judge_fakes import DEMEANING, POOR, make_episodes
 
 from rescue_env.data import load_dialogues
 from rescue_env.judges.items import items_from_dialogue, pair_moments
@@ -21,7 +21,7 @@ def test_seed_history_is_context_not_judged() -> None:
 
 def test_item_carries_its_moment() -> None:
     item = items_from_dialogue(load_dialogues()[0])[2]
-    assert item.context and item.context[-1].speaker != "Therapist" or item.context
+    assert item.context and item.response
     assert set(item.addressed) <= set(item.members) and item.addressed
     assert item.trigger is not None and item.trigger.speaker in item.members
     assert set(item.distress) == set(item.members) and all(0 <= d <= 1 for d in item.distress.values())
@@ -34,5 +34,5 @@ def test_pairs_are_the_first_replies_after_the_shared_prefix() -> None:
     assert len(pairs) == 2 and all(p.exact for p in pairs)
     for p in pairs:
         assert p.a.position == p.b.position and [t.text for t in p.a.context] == [t.text for t in p.b.context]
-        assert p.b.response == POOR != p.a.response
+        assert p.b.response in (POOR, DEMEANING) and p.a.response not in (POOR, DEMEANING)
     assert pair_moments(eps, "heuristic", "never") == []  # never-intervene has nothing to compare

@@ -40,7 +40,7 @@ def test_build_predictor_choices():
 
 def test_app_runs_and_resumes(tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
-    argv = ["rescue-eval-tasks", "predictor=majority", "tasks=[itp,rpp,stp,ssp]", f"hydra.run.dir={out}", "progress=false"]
+    argv = ["rescue-eval-tasks", "predictor=majority", "tasks=[itp,rpp,stp,ssp]", f"hydra.run.dir={out}", "progress=false", "torch_threads=null"]
     monkeypatch.setattr(sys, "argv", argv)
     eval_tasks.main()
     res = json.loads((out / "tasks.json").read_text())
@@ -55,7 +55,7 @@ def test_app_runs_and_resumes(tmp_path, monkeypatch, capsys):
 def test_app_with_an_agent(tmp_path, monkeypatch):
     pytest.importorskip("agents.registry")
     out = tmp_path / "agent"
-    monkeypatch.setattr(sys, "argv", ["rescue-eval-tasks", "predictor=agent", "agent=heuristic", "tasks=[itp,ssp]", f"hydra.run.dir={out}", "progress=false"])
+    monkeypatch.setattr(sys, "argv", ["rescue-eval-tasks", "predictor=agent", "agent=heuristic", "tasks=[itp,ssp]", f"hydra.run.dir={out}", "progress=false", "torch_threads=null"])
     eval_tasks.main()
     res = json.loads((out / "tasks.json").read_text())
     assert res["itp"]["predictor"] == "agent:heuristic" and res["ssp"]["failed"] == 0
