@@ -15,6 +15,17 @@ from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import patterns
 
 
+def policy_scenario(model: Any) -> str | None:
+    """The scenario a trained policy acts in, from its action count (None if unknown)."""
+    from rescue_env.taxonomy.actions import ActionEncoding
+
+    n = getattr(model.action_space, "n", None)
+    for scenario in ("couple", "family"):
+        if n == ActionEncoding(scenario).n_actions:
+            return scenario
+    return None
+
+
 def load_policy(path: str | Path, algo: str | None = None):
     """Load a saved SB3 model; ``algo`` is ``maskable_ppo`` or ``ppo`` (guessed from the
     file when ``None``: MaskablePPO first)."""
@@ -56,17 +67,24 @@ class SB3Agent:
     def act(self, observation: Any, action_mask: np.ndarray, state: GroupState | None = None) -> int:
         if self.maskable:
             action, _ = self.model.predict(observation, action_masks=action_mask.astype(bool), deterministic=self.deterministic)
-        else:
-            action, _ = self.model.predict(observation, deterministic=self.deterministic)
-        return int(action)
+            return int(action)
+        action, _ = self.model.predict(observation, deterministic=self.deterministic)
+        if action_mask[int(action)]:
+            return int(action)
+        # a plain PPO policy knows no mask: fall back on its best valid action
+        return int(np.argmax(self.action_probs(observation, action_mask)))
 
     def action_probs(self, observation: dict[str, np.ndarray], mask: np.ndarray | None = None) -> np.ndarray:
+        """The policy's distribution over flat actions, restricted to ``mask`` when given."""
         obs_tensor, _ = self.model.policy.obs_to_tensor(observation)
         with torch.no_grad():
             dist = self.model.policy.get_distribution(obs_tensor)
             if self.maskable and mask is not None:
                 dist.apply_masking(mask.astype(bool)[None, :])
-            probs = dist.distribution.probs[0].cpu().numpy()
+            probs = dist.distribution.probs[0].cpu().numpy().astype(np.float64)
+        if mask is not None and not self.maskable:
+            probs = probs * mask
+            probs = probs / probs.sum() if probs.sum() > 0 else mask / mask.sum()
         return probs
 
     def rank(self, state: GroupState, encoding: ActionEncoding) -> Ranking:

@@ -76,6 +76,10 @@ class AgentConfig:
     policy: Optional[str] = None
     #: use the policy's most likely action (true) or sample it
     deterministic: bool = True
+    #: llm: transcript rows the LLM therapist sees (the most recent)
+    window: int = 12
+    #: llm: also show the LLM therapist a summary of the group state (distress, stances, pattern)
+    show_state: bool = True
 
 
 @dataclass

@@ -162,7 +162,8 @@ class Session:
         members = list(self.members)
         if move.intervene:
             target = self.encoding.target_label(move.target, members)  # type: ignore[arg-type]
-            text = move.text or self.text_bank.therapist_line(move.strategy_name or "", members, self.text_rng)
+            focus = move.slots[0] if len(move.slots) == 1 else None
+            text = move.text or self.text_bank.therapist_line(move.strategy_name or "", members, self.text_rng, focus)
             self._row_index += 1
             start, end = self._next_times(text)
             rows.append(

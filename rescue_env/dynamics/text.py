@@ -70,7 +70,8 @@ class TextBank:
 
     def __init__(self, dialogues: Sequence[Dialogue] = ()):
         self.client: dict[str, list[str]] = defaultdict(list)
-        self.therapist: dict[str, list[str]] = defaultdict(list)
+        #: strategy -> (template, slot of the member the source line addressed, or None)
+        self.therapist: dict[str, list[tuple[str, int | None]]] = defaultdict(list)
         self.negative: list[str] = []
         self.positive: list[str] = []
         self.viewpoints_neg: list[str] = []
@@ -90,7 +91,8 @@ class TextBank:
                     continue
                 if r.is_therapist:
                     if r.strategy:
-                        self.therapist[r.strategy].append(templ(r.dialogue_cleaned))
+                        focus = names.index(r.target[0]) if len(r.target) == 1 and r.target[0] in names else None
+                        self.therapist[r.strategy].append((templ(r.dialogue_cleaned), focus))
                 elif r.utterance_type:
                     self.client[r.utterance_type].append(templ(r.dialogue_cleaned))
                 for e in r.internal_emotion:
@@ -123,9 +125,24 @@ class TextBank:
         bank = self.client.get(utterance_type) or [f"({utterance_type})"]
         return self._fill(bank[int(rng.integers(len(bank)))], members, speaker)
 
-    def therapist_line(self, strategy: str, members: Sequence[str], rng: np.random.Generator) -> str:
-        bank = self.therapist.get(strategy) or [f"({strategy})"]
-        return self._fill(bank[int(rng.integers(len(bank)))], members)
+    def therapist_line(self, strategy: str, members: Sequence[str], rng: np.random.Generator, focus: int | None = None) -> str:
+        """A retrieved line for ``strategy``. When the move addresses one member (``focus``),
+        the name the source line addressed becomes that member's and the source's other
+        people map onto the others, so "Mei, what happens for you…" goes to the right person."""
+        bank = self.therapist.get(strategy) or [(f"({strategy})", None)]
+        template, src_focus = bank[int(rng.integers(len(bank)))]
+        if focus is None or src_focus is None or not members:
+            return self._fill(template, members)
+        others = [m for i, m in enumerate(members) if i != focus] or list(members)
+
+        def sub(m: re.Match) -> str:
+            k = int(m.group(1))
+            if k == src_focus:
+                return members[focus]
+            rank = k if k < src_focus else k - 1
+            return others[rank % len(others)]
+
+        return re.sub(r"\{m(\d+)\}", sub, template)
 
     def emotion(self, distress: float, members: Sequence[str], speaker: int, rng: np.random.Generator) -> tuple[str, int]:
         """An emotion description and 1-10 intensity whose extracted distress ≈ ``distress``."""

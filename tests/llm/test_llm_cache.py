@@ -79,6 +79,9 @@ def test_key_reaches_server_but_never_disk_logs_or_config(serve, client_for, tmp
     sentinel = "sk-SENTINEL-4f1c9d2e-never-write-me"
     monkeypatch.setenv("RESCUE_TEST_KEY", sentinel)
     caplog.set_level(logging.DEBUG)  # every logger, the SDK's and httpx's included
+    # an earlier Hydra app in the same process may have disabled existing loggers
+    for name in ("rescue_env.llm", "openai", "httpx", "httpx2"):
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
     schedule = ["rate_limit", "server_error", None, "schema_violation", None, "empty_choices"]
     server = serve(faults=Faults(schedule=schedule, retry_after="0"))
     client = client_for(server, api_key_env="RESCUE_TEST_KEY", cache_dir=str(tmp_path / "cache"))
