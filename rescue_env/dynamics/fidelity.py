@@ -197,9 +197,15 @@ def plot_fidelity(results: list[ScenarioFidelity], path: str | Path) -> Path:
         for k, name in enumerate(names):
             v = r.distress_change[name]
             for off, key, color in ((-0.18, "real", "#4c72b0"), (0.18, "sim", "#dd8452")):
+                if not v[key]:  # no held-out observation of this strategy: leave the slot empty
+                    continue
                 positions.append(k + off)
-                data.append(v[key] or [np.nan])
+                data.append(v[key])
                 colors.append(color)
+        if not data:
+            ax.text(0.5, 0.5, f"{r.scenario}: too few dialogues for held-out checks ({r.dialogues})", ha="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            continue
         parts = ax.boxplot(data, positions=positions, widths=0.3, patch_artist=True, showfliers=False)
         for patch, color in zip(parts["boxes"], colors):
             patch.set_facecolor(color)
