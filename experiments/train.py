@@ -122,6 +122,11 @@ class SigmaEvalCallback(BaseCallback):
         self.history: list[dict[str, Any]] = []
         self._next = eval_freq
 
+    def _on_training_start(self) -> None:
+        # a resumed run keeps its schedule: the next evaluation is the next multiple of eval_freq
+        if self.eval_freq:
+            self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
+
     def _on_step(self) -> bool:
         if self.eval_freq and self.num_timesteps >= self._next:
             self._next += self.eval_freq

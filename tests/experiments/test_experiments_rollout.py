@@ -1,0 +1,268 @@
+"""``rescue rollout``: every output file of a tiny run, the printed table, resume (rerun,
+lost line, torn line), the console script, a trained policy, and the real subset."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rescue_env.data import load_dialogues
+
+AGENTS = ["never", "heuristic"]
+N_SEEDS = 9  # bundled seed dialogues: 6 couples, 3 families
+PNG = b"\x89PNG\r\n\x1a\n"
+SUMMARY_KEYS = {
+    "episodes", "failed", "sigma_return_mean", "sigma_return_ci95",
+    "sigma_mean_distress", "sigma_stance", "sigma_max_distress", "sigma_intervention_cost",
+    "final_max_distress", "peak_max_distress", "untended_turns_mean", "untended_turns_max_member",
+    "intervention_rate", "pattern_shares",
+}
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def keys_of(path: Path) -> list[str]:
+    return [f"rollout/{o['agent']}/{o['seed_sample_id']}/ep{o['episode']}" for o in lines_of(path)]
+
+
+# --- the output files -----------------------------------------------------------------------
+
+
+def test_episodes_jsonl_reads_back_in_the_benchmark_schema(rollout_run):
+    path = rollout_run.dir / "episodes.jsonl"
+    objs = lines_of(path)
+    assert len(objs) == len(AGENTS) * 1 * N_SEEDS
+    for agent in AGENTS:
+        assert sum(o["agent"] == agent for o in objs) == 1 * N_SEEDS
+    assert len(set(keys_of(path))) == len(objs), "one line per episode"
+    dialogues = load_dialogues(path)
+    assert len(dialogues) == len(objs)
+    seeds = {d.sample_id: d for d in load_dialogues()}
+    for obj, d in zip(objs, dialogues):
+        assert obj["seed_sample_id"] in seeds
+        seed = seeds[obj["seed_sample_id"]]
+        assert d.scenario == seed.scenario and d.participants == seed.participants
+        assert isinstance(obj["sigma_return"], float) and math.isfinite(obj["sigma_return"])
+        assert obj["episode_stats"]["sigma_return"] == obj["sigma_return"]
+        assert obj["failed"] is False and len(obj["trace"]) >= 2
+        # seed rows, then simulated rows; every row carries the group state
+        sim = [r for r in obj["rows"] if r.get("simulated")]
+        assert sim and len(sim) < len(obj["rows"])
+        for row in obj["rows"]:
+            st = row["state"]
+            assert st["members"] == seed.participants
+            assert len(st["distress"]) == len(seed.participants) and all(0 <= x <= 1 for x in st["distress"])
+        assert all(row.extras.get("state") for row in d.rows)
+        # never speaks: no simulated therapist row
+        if obj["agent"] == "never":
+            assert not any(r["primary_speaker"] == "Therapist" for r in sim)
+
+
+def test_metrics_json_per_agent(rollout_run):
+    m = json.loads((rollout_run.dir / "metrics.json").read_text())
+    assert m["episodes_per_seed"] == 1 and m["seed"] == 0
+    assert list(m["agents"]) == AGENTS
+    for agent, s in m["agents"].items():
+        assert SUMMARY_KEYS <= set(s), SUMMARY_KEYS - set(s)
+        assert s["episodes"] == N_SEEDS and s["failed"] == 0
+        assert s["sigma_return_ci95"] > 0
+        assert 0 <= s["final_max_distress"] <= s["peak_max_distress"] <= 1
+        assert 0 <= s["intervention_rate"] <= 1
+        assert sum(s["pattern_shares"].values()) == pytest.approx(1.0)
+        parts = s["sigma_mean_distress"] + s["sigma_stance"] + s["sigma_max_distress"] + s["sigma_intervention_cost"]
+        # the components are undiscounted sums; the return is discounted (γ = 0.99, ≤ 30 steps)
+        assert parts == pytest.approx(s["sigma_return_mean"], rel=0.3)
+    never, heur = m["agents"]["never"], m["agents"]["heuristic"]
+    assert never["intervention_rate"] == 0 and never["sigma_intervention_cost"] == 0
+    assert heur["intervention_rate"] > 0 and heur["sigma_intervention_cost"] < 0
+    # the heuristic helps on the same episodes (common random numbers)
+    assert heur["sigma_return_mean"] > never["sigma_return_mean"]
+    assert never["untended_turns_max_member"] >= heur["untended_turns_max_member"]
+
+
+def test_summary_csv_one_row_per_agent(rollout_run):
+    with (rollout_run.dir / "summary.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    header, body = rows[0], rows[1:]
+    assert header[0] == "agent" and "σ* return" in header and "intervene rate" in header
+    assert [r[0] for r in body] == AGENTS
+    m = json.loads((rollout_run.dir / "metrics.json").read_text())
+    col = header.index("σ* return")
+    for r in body:
+        assert len(r) == len(header)
+        assert float(r[col]) == pytest.approx(m["agents"][r[0]]["sigma_return_mean"], abs=1e-3)
+
+
+def test_plots(rollout_run):
+    plots = rollout_run.dir / "plots"
+    expected = {"comparison.png"} | {f"episode_{a}.png" for a in AGENTS} | {f"stance_{a}.png" for a in AGENTS}
+    assert expected <= {p.name for p in plots.iterdir()}
+    for name in expected:
+        data = (plots / name).read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000, name
+
+
+def test_report_html_is_self_contained(rollout_run):
+    html = (rollout_run.dir / "report.html").read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+    assert 'src="http' not in html and "src='http" not in html
+    assert not re.search(r"<(script|link)[^>]+(src|href)=", html, re.I), "no external script or stylesheet"
+    srcs = re.findall(r'<img src="([^"]+)"', html)
+    assert len(srcs) == 1 + 2 * len(AGENTS)  # comparison + per agent: episode, stance graph
+    for src in srcs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG)
+    assert html.count('<table class="tr">') == len(AGENTS), "one annotated transcript per agent"
+    for agent in AGENTS:
+        assert f"<h2>Agent: {agent}</h2>" in html
+    # the transcripts show therapist moves (the heuristic speaks) and states
+    assert '<tr class="th">' in html and "<i>(seed)</i>" in html
+
+
+def test_printed_table_names_each_agent(rollout_run):
+    lines = rollout_run.out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("agent") and "σ* return" in line)
+    names = [line.split()[0] for line in lines[header + 2 : header + 2 + len(AGENTS)]]
+    assert names == AGENTS
+    assert "report:" in rollout_run.out and "run folder:" in rollout_run.out
+
+
+def test_hydra_files_in_the_run_folder(rollout_run):
+    hydra_dir = rollout_run.dir / ".hydra"
+    assert {"config.yaml", "hydra.yaml", "overrides.yaml"} <= {p.name for p in hydra_dir.iterdir()}
+    assert "episodes: 1" in (hydra_dir / "config.yaml").read_text()
+
+
+# --- resume ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def copy_of_run(rollout_run, tmp_path) -> Path:
+    d = tmp_path / "run"
+    shutil.copytree(rollout_run.dir, d)
+    return d
+
+
+def test_rerun_in_the_same_folder_does_not_duplicate(copy_of_run, rescue, rollout_args):
+    path = copy_of_run / "episodes.jsonl"
+    before = sorted(path.read_text(encoding="utf-8").splitlines())
+    metrics = json.loads((copy_of_run / "metrics.json").read_text())
+    run = rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args])
+    assert run.rc == 0, run.err[-2000:]
+    assert sorted(path.read_text(encoding="utf-8").splitlines()) == before, "same episodes, none added"
+    again = json.loads((copy_of_run / "metrics.json").read_text())
+    assert again["agents"] == metrics["agents"]
+
+
+def test_a_lost_last_line_is_redone_identically(copy_of_run, rescue, rollout_args):
+    path = copy_of_run / "episodes.jsonl"
+    keys = keys_of(path)
+    lost = dict(zip(keys, lines_of(path)))[keys[-1]]
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]), encoding="utf-8")
+    run = rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args])
+    assert run.rc == 0, run.err[-2000:]
+    assert sorted(keys_of(path)) == sorted(keys), "exactly the same episodes, once each"
+    redone = dict(zip(keys_of(path), lines_of(path)))[keys[-1]]
+    # episodes are seeded per (seed dialogue, episode): the redone one is the same episode
+    assert redone["sigma_return"] == lost["sigma_return"]
+    assert redone["trace"] == lost["trace"]
+
+
+def test_a_torn_last_line_is_ignored_and_redone(copy_of_run, rescue, rollout_args):
+    path = copy_of_run / "episodes.jsonl"
+    keys = keys_of(path)
+    text = path.read_text(encoding="utf-8")
+    last_start = text.rstrip("\n").rfind("\n") + 1
+    torn = text[: last_start + (len(text) - last_start) // 2]  # half of the last line, no newline
+    path.write_text(torn, encoding="utf-8")
+    run = rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args])
+    assert run.rc == 0, run.err[-2000:]
+    # the metrics count every episode once...
+    m = json.loads((copy_of_run / "metrics.json").read_text())
+    assert all(s["episodes"] == N_SEEDS for s in m["agents"].values())
+    # ...and the file is whole again: every line parses, same episode keys, loads back
+    assert sorted(keys_of(path)) == sorted(keys)
+    assert len(load_dialogues(path)) == len(keys)
+    assert path.read_text(encoding="utf-8").endswith("\n")
+    # and a second rerun finds everything done
+    before = sorted(path.read_text(encoding="utf-8").splitlines())
+    assert rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args]).rc == 0
+    assert sorted(path.read_text(encoding="utf-8").splitlines()) == before
+
+
+# --- the console script ---------------------------------------------------------------------
+
+
+def test_console_script_rescue_rollout(tmp_path, sentinel):
+    exe = Path(sys.executable).with_name("rescue")
+    if not exe.exists():
+        pytest.skip(f"console script not installed beside {sys.executable}")
+    out = tmp_path / "cli"
+    env = {**os.environ, "OPENAI_API_KEY": sentinel, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [str(exe), "rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[never]", "progress=false"],
+        capture_output=True, text=True, env=env, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^never\s+9\s+0\s", proc.stdout, re.M), proc.stdout
+    for name in ("episodes.jsonl", "metrics.json", "summary.csv", "report.html", "plots/comparison.png", "plots/episode_never.png"):
+        assert (out / name).is_file(), name
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == N_SEEDS
+    assert sentinel not in proc.stdout + proc.stderr
+
+
+# --- a trained policy and other data --------------------------------------------------------
+
+
+def test_rollout_with_a_trained_policy_adds_it(train_run, couple_seeds_jsonl, rescue, tmp_path):
+    out = tmp_path / "trained"
+    model = train_run.dir / "model.zip"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[never]", f"policy={model}", f"data.path={couple_seeds_jsonl}", "progress=false"])
+    assert run.rc == 0, run.err[-2000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert list(m["agents"]) == ["never", "trained"]
+    assert m["agents"]["trained"]["episodes"] == 6 and m["agents"]["trained"]["failed"] == 0
+    objs = lines_of(out / "episodes.jsonl")
+    assert sum(o["agent"] == "trained" for o in objs) == 6
+    assert re.search(r"^trained\s", run.out, re.M)
+    assert (out / "plots" / "episode_trained.png").is_file()
+
+
+def test_readme_rollout_with_a_trained_policy_on_the_default_seeds(train_run, rescue, tmp_path):
+    out = tmp_path / "trained_default"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[never]", f"policy={train_run.dir / 'model.zip'}", "progress=false"])
+    # the README's form: default seeds hold couples and families; a policy trained on couples
+    # runs on the couple seeds only (it has 31 actions, a family env 177)
+    assert run.rc == 0, run.err[-1500:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert list(m["agents"]) == ["never", "trained"]
+    assert m["agents"]["never"]["episodes"] == N_SEEDS
+    assert m["agents"]["trained"]["episodes"] == 6 and m["agents"]["trained"]["failed"] == 0
+    trained = [o for o in lines_of(out / "episodes.jsonl") if o["agent"] == "trained"]
+    assert len(trained) == 6 and {o["scenario"] for o in trained} == {"couple"}
+
+
+def test_rollout_on_the_real_subset(real_subset_path, rescue, tmp_path):
+    out = tmp_path / "real"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[heuristic]", f"data.path={real_subset_path}", "progress=false"])
+    assert run.rc == 0, run.err[-2000:]
+    real = load_dialogues(real_subset_path)
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["source"] == str(real_subset_path)
+    assert list(m["agents"]) == ["heuristic"] and m["agents"]["heuristic"]["episodes"] == len(real)
+    objs = lines_of(out / "episodes.jsonl")
+    assert {o["seed_sample_id"] for o in objs} == {d.sample_id for d in real}
+    assert len(load_dialogues(out / "episodes.jsonl")) == len(real)

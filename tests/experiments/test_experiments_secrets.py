@@ -1,0 +1,98 @@
+"""Secrets: with ``OPENAI_API_KEY`` set to a sentinel, no file under a run folder (``.hydra/``,
+logs, TensorBoard events, checkpoints, model, report), no printed line and no log record
+contains it. The shared tiny rollout and training runs ran with the sentinel set; one more
+rollout here runs with the OpenAI preset (whose ``api_key_env`` names that variable)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+
+def leaks(folder: Path, secret: str) -> list[str]:
+    """Files under ``folder`` whose bytes contain ``secret`` (raw, UTF-16, base64, or inside
+    a zip member), as relative paths."""
+    needles = [
+        secret.encode(),
+        secret.encode("utf-16-le"),
+        base64.b64encode(secret.encode()),
+    ]
+    found = []
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert files, f"nothing written under {folder}"
+    for p in files:
+        data = p.read_bytes()
+        if any(n in data for n in needles):
+            found.append(str(p.relative_to(folder)))
+        elif zipfile.is_zipfile(p):
+            with zipfile.ZipFile(p) as z:
+                for name in z.namelist():
+                    if secret.encode() in z.read(name):
+                        found.append(f"{p.relative_to(folder)}!{name}")
+    return found
+
+
+def test_the_shared_runs_wrote_the_files_scanned(rollout_run, train_run):
+    r = {p.relative_to(rollout_run.dir).as_posix() for p in rollout_run.dir.rglob("*") if p.is_file()}
+    assert {".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "rollout.log", "episodes.jsonl", "report.html"} <= r
+    t = {p.relative_to(train_run.dir).as_posix() for p in train_run.dir.rglob("*") if p.is_file()}
+    assert {".hydra/config.yaml", ".hydra/hydra.yaml", "train.log", "model.zip", "metrics.json"} <= t
+    assert any(x.startswith("checkpoints/") for x in t) and any("tfevents" in x for x in t)
+    # the key's variable is named in the saved rollout config, the key itself is not
+    assert "api_key_env: OPENAI_API_KEY" in (rollout_run.dir / ".hydra" / "config.yaml").read_text()
+
+
+def test_rollout_run_folder_and_output_hold_no_key(rollout_run, sentinel):
+    assert os.environ.get("OPENAI_API_KEY") != sentinel, "the fixture restored the environment"
+    assert leaks(rollout_run.dir, sentinel) == []
+    assert sentinel not in rollout_run.out and sentinel not in rollout_run.err
+
+
+def test_train_run_folder_and_output_hold_no_key(train_run, sentinel):
+    assert leaks(train_run.dir, sentinel) == []
+    assert sentinel not in train_run.out and sentinel not in train_run.err
+
+
+def test_resumed_train_with_log_lines_leaks_nothing(train_run, rescue, tiny_train, tmp_path, sentinel):
+    out = tmp_path / "resumed"
+    ckpt = train_run.dir / "checkpoints" / "rl_model_128_steps.zip"
+    run = rescue(["train", f"hydra.run.dir={out}", *tiny_train, f"resume={ckpt}"], env={"OPENAI_API_KEY": sentinel})
+    assert run.rc == 0, run.err[-2000:]
+    log_text = (out / "train.log").read_text()
+    assert "resumed from" in log_text, "a log line was written (and scanned)"
+    assert "resumed from" in run.out, "Hydra's console log is captured too"
+    assert leaks(out, sentinel) == []
+    assert sentinel not in run.out and sentinel not in run.err
+
+
+def test_rollout_with_the_openai_preset_leaks_nothing(monkeypatch, tmp_path, sentinel, capsys):
+    import sys
+
+    from experiments.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", sentinel)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    out = tmp_path / "openai"
+    rc = main(["rollout", f"hydra.run.dir={out}", "llm=openai", "episodes=1", "agents=[random]", "progress=false", "report=false"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert (out / "episodes.jsonl").is_file() and (out / ".hydra" / "config.yaml").is_file()
+    assert "api.openai.com" in (out / ".hydra" / "config.yaml").read_text()
+    assert leaks(out, sentinel) == []
+    assert sentinel not in captured.out and sentinel not in captured.err
+    assert sentinel not in (out / "rollout.log").read_text()
+
+
+def test_the_scanner_finds_a_planted_key(tmp_path, sentinel):
+    # the scan itself can fail: plant the sentinel in a log, a nested file and a zip member
+    (tmp_path / "a.log").write_text(f"key={sentinel}\n")
+    (tmp_path / "tb").mkdir()
+    (tmp_path / "tb" / "events").write_bytes(b"\x00\x01" + sentinel.encode() + b"\x00")
+    with zipfile.ZipFile(tmp_path / "m.zip", "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("data", f"{{'k': '{sentinel}'}}" * 50)
+    (tmp_path / "clean.txt").write_text("nothing here")
+    assert sorted(leaks(tmp_path, sentinel)) == ["a.log", "m.zip!data", "tb/events"]

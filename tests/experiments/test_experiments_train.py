@@ -1,0 +1,161 @@
+"""``rescue train``: a tiny run's outputs (model, metrics, checkpoints, namespaced
+TensorBoard tags), resume from a checkpoint, PPO, a wrong resume path, and a 2 × 2 sweep."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+FINAL_AGENTS = {"policy", "never", "random", "heuristic", "imitation"}
+
+
+def scalar_tags(run_dir: Path) -> dict[str, list]:
+    """``{tag: [ScalarEvent...]}`` of every TensorBoard event file under ``run_dir/tb``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out: dict[str, list] = {}
+    event_dirs = sorted({f.parent for f in (run_dir / "tb").rglob("events.out.tfevents.*")})
+    assert event_dirs, f"no TensorBoard event file under {run_dir / 'tb'}"
+    for d in event_dirs:
+        acc = EventAccumulator(str(d))
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            out.setdefault(tag, []).extend(acc.Scalars(tag))
+    return out
+
+
+def test_model_zip_loads_and_plays(train_run):
+    from sb3_contrib import MaskablePPO
+
+    from agents import make_agent
+
+    model = MaskablePPO.load(train_run.dir / "model.zip", device="cpu")
+    assert model.num_timesteps == 256 and model.action_space.n == 31
+    agent = make_agent("maskable_ppo", "couple", policy=str(train_run.dir / "model.zip"))
+    from rescue_env.envs.gym_env import GroupSupportEnv
+
+    env = GroupSupportEnv("couple")
+    obs, info = env.reset(seed=0)
+    assert 0 <= agent.act(obs, info["action_mask"], info["state"]) < 31
+
+
+def test_metrics_json(train_run):
+    m = json.loads((train_run.dir / "metrics.json").read_text())
+    assert m["algo"] == "maskable_ppo" and m["seed"] == 0 and m["env_id"] == "rescue_env/Couple-v0"
+    assert m["timesteps"] == 256
+    assert set(m["final_eval"]) == FINAL_AGENTS
+    for name, ev in m["final_eval"].items():
+        assert math.isfinite(ev["sigma_return_mean"]) and ev["episodes"] == 2 and len(ev["returns"]) == 2, name
+        assert {"sigma_mean_distress", "sigma_stance", "sigma_max_distress", "sigma_intervention_cost", "final_max_distress"} <= set(ev)
+    assert m["final_eval"]["never"]["sigma_intervention_cost"] == 0
+    hist = m["eval_history"]
+    assert hist and [h["timesteps"] for h in hist] == [128, 256]
+    assert all(math.isfinite(h["sigma_return_mean"]) for h in hist)
+    # held-out dialogues are not trained on
+    assert m["eval_dialogues"] and not set(m["eval_dialogues"]) & set(m["train_dialogues"])
+    assert Path(m["model"]) == train_run.dir / "model.zip"
+    assert "held-out σ* return" in train_run.out and "policy" in train_run.out
+
+
+def test_checkpoints(train_run):
+    names = sorted(p.name for p in (train_run.dir / "checkpoints").glob("*.zip"))
+    assert names == ["rl_model_128_steps.zip", "rl_model_256_steps.zip"]
+
+
+def test_tensorboard_tags_are_namespaced(train_run):
+    tags = scalar_tags(train_run.dir)
+    prefixes = {t.split("/", 1)[0] + "/" for t in tags}
+    assert {"charts/", "losses/", "sigma/"} <= prefixes
+    assert not prefixes & {"train/", "rollout/", "time/", "eval/"}, "SB3's own prefixes are renamed"
+    assert {"sigma/sigma_return_mean", "sigma/final_max_distress", "sigma/sigma_max_distress"} <= set(tags)
+    assert any(t.startswith("losses/") and "loss" in t for t in tags)
+    steps = sorted({e.step for e in tags["sigma/sigma_return_mean"]})
+    assert steps == [128, 256]
+
+
+def test_resume_continues_the_step_count(train_run, rescue, tiny_train, tmp_path):
+    ckpt = train_run.dir / "checkpoints" / "rl_model_256_steps.zip"
+    out = tmp_path / "resumed"
+    run = rescue(["train", f"hydra.run.dir={out}", *tiny_train, f"resume={ckpt}", "total_timesteps=384"])
+    assert run.rc == 0, run.err[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["timesteps"] >= 384
+    assert m["timesteps"] < 256 + 384, "continued from 256, not restarted from 0"
+    assert all(h["timesteps"] > 256 for h in m["eval_history"])
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.zip")) == ["rl_model_384_steps.zip"]
+    tags = scalar_tags(out)
+    assert min(e.step for events in tags.values() for e in events) > 256
+    assert "resumed from" in (out / "train.log").read_text()
+
+
+def test_resume_keeps_the_evaluation_schedule(train_run, rescue, tiny_train, tmp_path):
+    ckpt = train_run.dir / "checkpoints" / "rl_model_256_steps.zip"
+    out = tmp_path / "resumed_schedule"
+    run = rescue(["train", f"hydra.run.dir={out}", *tiny_train, f"resume={ckpt}", "total_timesteps=384"])
+    assert run.rc == 0, run.err[-3000:]
+    ts = [h["timesteps"] for h in json.loads((out / "metrics.json").read_text())["eval_history"]]
+    assert ts
+    assert all(b - a >= 64 for a, b in zip(ts, ts[1:])), ts
+
+
+def test_algo_ppo(rescue, tmp_path):
+    from stable_baselines3 import PPO
+
+    out = tmp_path / "ppo"
+    run = rescue(["train", f"hydra.run.dir={out}", "algo=ppo", "total_timesteps=128", "n_envs=2", "n_steps=64", "batch_size=64", "eval_freq=128", "eval_episodes=2", "checkpoint_freq=1000"])
+    assert run.rc == 0, run.err[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["algo"] == "ppo" and m["timesteps"] == 128 and "__ppo__" in m["run_name"]
+    assert set(m["final_eval"]) == FINAL_AGENTS
+    assert type(PPO.load(out / "model.zip", device="cpu")).__name__ == "PPO"
+
+
+def test_wrong_resume_path_errors_clearly(run_cli, monkeypatch, tiny_train, tmp_path):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the CLI rewrites it for Hydra
+    missing = tmp_path / "nope" / "rl_model_1_steps.zip"
+    out = tmp_path / "bad_resume"
+    run = run_cli("train", f"hydra.run.dir={out}", *tiny_train, f"resume={missing}")
+    assert run.rc != 0
+    assert "resume checkpoint" in run.err and str(missing) in run.err and "does not exist" in run.err
+    assert not (out / "model.zip").exists() and not (out / "metrics.json").exists()
+
+
+def test_unknown_algo_errors(rescue, tiny_train, tmp_path):
+    run = rescue(["train", f"hydra.run.dir={tmp_path / 'a'}", *tiny_train, "algo=dqn"])
+    assert run.rc != 0 and "unknown algo 'dqn'" in run.err
+
+
+def test_sweep_2x2_leaves_one_run_folder_per_job(rescue, tmp_path):
+    # The joblib launcher (train's default) with one worker runs the jobs in this process;
+    # hydra/launcher=basic does not compose with conf/train.yaml (see test_experiments_config).
+    sweep = tmp_path / "sweep"
+    run = rescue([
+        "train", "-m", "reward.lam=0,1", "seed=0,1", f"hydra.sweep.dir={sweep}", "hydra.launcher.n_jobs=1",
+        "total_timesteps=128", "n_envs=2", "n_steps=64", "batch_size=64", "eval_freq=0", "eval_episodes=2", "checkpoint_freq=100000",
+    ])
+    assert run.rc == 0, run.err[-3000:]
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert len(jobs) == 4, [p.name for p in jobs]
+    assert (sweep / "multirun.yaml").is_file()
+    seen = set()
+
+    for job in jobs:
+        m = json.loads((job / "metrics.json").read_text())
+        cfg = OmegaConf.load(job / ".hydra" / "config.yaml")
+        assert m["seed"] == cfg.seed and m["timesteps"] == 128 and set(m["final_eval"]) == FINAL_AGENTS
+        assert (job / "model.zip").is_file()
+        seen.add((float(cfg.reward.lam), int(cfg.seed)))
+    assert seen == {(0.0, 0), (0.0, 1), (1.0, 0), (1.0, 1)}
+    # λ changes the reward: same seed, different held-out σ* returns of the never agent
+    by = {}
+    for j in jobs:
+        cfg = OmegaConf.load(j / ".hydra" / "config.yaml")
+        by[(float(cfg.reward.lam), int(cfg.seed))] = json.loads((j / "metrics.json").read_text())
+    assert not np.isclose(by[(0.0, 0)]["final_eval"]["never"]["sigma_return_mean"], by[(1.0, 0)]["final_eval"]["never"]["sigma_return_mean"])
+    assert by[(0.0, 0)]["final_eval"]["never"]["sigma_max_distress"] == 0.0
