@@ -39,10 +39,13 @@ class RewardConfig:
 
 def sigma_star(state: GroupState, intervened: bool, cfg: RewardConfig) -> tuple[float, dict[str, float]]:
     """Step reward and its components (each already weighted, so they sum to the reward)."""
+    # plain floats: numpy reductions on 2-6 values cost more than the arithmetic (hot path)
+    d = state.distress.tolist()
+    n = len(d)
     components = {
-        "mean_distress": -cfg.w_mean * state.mean_distress(),
+        "mean_distress": -cfg.w_mean * (sum(d) / n if n else 0.0),
         "stance": cfg.beta * state.mean_stance(),
-        "max_distress": -cfg.lam * state.max_distress(),
+        "max_distress": -cfg.lam * (max(d) if n else 0.0),
         "intervention_cost": -cfg.cost * float(intervened),
     }
-    return float(sum(components.values())), components
+    return components["mean_distress"] + components["stance"] + components["max_distress"] + components["intervention_cost"], components
