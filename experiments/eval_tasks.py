@@ -78,6 +78,8 @@ def build_predictor(cfg: DictConfig, fit_dialogues: list[Dialogue] | None) -> An
     if kind == "agent":
         name, settings = _agent_settings(cfg)
         settings.setdefault("seed", int(cfg.seed))
+        if name == "llm":  # the LLM therapist talks to the server of the `llm` group
+            settings["client"] = make_llm_client(cfg.llm)
         return AgentPredictor(make_agent_factory(name, settings), name=name, fit_dialogues=fit_dialogues)
     if kind == "llm":
         client = make_llm_client(cfg.llm)

@@ -4,14 +4,27 @@ dialogues, with a summary table, metrics files, plots and a one-page HTML report
 Run folder (``hydra.run.dir``): ``episodes.jsonl`` (benchmark schema + per-row state, one
 episode per line, appended as episodes finish; a rerun with the same folder skips finished
 episodes), ``metrics.json``, ``summary.csv``, ``plots/``, ``report.html``.
+
+LLM runs (``dynamics=llm`` and/or an ``llm`` agent) play their episodes concurrently over one
+LLM client (:func:`run_concurrent`): at most ``2 × llm.max_concurrency`` episodes in flight,
+requests bounded by ``llm.max_concurrency``. An episode whose calls fail for good is recorded
+as failed with its reason (a rerun in the same folder tries it again) while the others go on;
+at the end ``episodes.jsonl`` is rewritten in the canonical order (agent, seed dialogue,
+episode), so interrupted-and-resumed, concurrent and replayed runs give the same file. The
+summary, ``metrics.json`` (``llm``) and ``report.html`` add the LLM usage: calls, tokens,
+cache hits, retries, failures, latency percentiles, episodes per hour.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import csv
+import html
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,12 +35,13 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from agents import make_agent
+from agents.sb3 import load_policy, policy_scenario
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
-from rescue_env.data import load_dialogues
+from rescue_env.data import load_dialogues, resolve_data_path
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.report import summary_rows, write_report
-from rescue_env.rollout import EpisodeRecord, record_from_json, run_episode, summarise
+from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, record_from_json, run_episode, summarise
 
 log = logging.getLogger(__name__)
 register_configs()
@@ -44,11 +58,16 @@ def agent_names(cfg: DictConfig) -> list[tuple[str, str | None]]:
 
 
 def load_finished(path: Path) -> dict[str, EpisodeRecord]:
-    """Episodes already in ``episodes.jsonl`` (a torn last line from a crash is ignored)."""
+    """Episodes already in ``episodes.jsonl``. A torn last line (a crash mid-write) is cut
+    off the file, so that the episode is redone and appended on a clean line."""
     done: dict[str, EpisodeRecord] = {}
     if not path.exists():
         return done
-    for line in path.read_text(encoding="utf-8").splitlines():
+    text = path.read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        path.write_text(text, encoding="utf-8")
+    for line in text.splitlines():
         try:
             obj = json.loads(line)
         except json.JSONDecodeError:
@@ -58,12 +77,15 @@ def load_finished(path: Path) -> dict[str, EpisodeRecord]:
     return done
 
 
-def make_env(cfg: DictConfig, scenario: str, dialogues: list) -> GroupSupportEnv:
-    dynamics: Any = cfg.dynamics.name
+def make_env(cfg: DictConfig, scenario: str, dialogues: list | str, backend: Any = None) -> GroupSupportEnv:
+    """The rollout env of ``scenario`` on ``dialogues`` (a list, or a data path: envs made
+    from one path share its parse and text bank); ``backend`` (e.g. a shared LLM backend)
+    overrides ``dynamics.name``."""
+    dynamics: Any = backend if backend is not None else cfg.dynamics.name
     if dynamics == "llm":
         from rescue_env.llm.backend import make_llm_backend  # the LLM layer (issue 5)
 
-        dynamics = make_llm_backend(cfg, scenario)
+        dynamics = make_llm_backend(cfg, scenario, dialogues=dialogues)
     return GroupSupportEnv(
         scenario,
         dynamics=dynamics,
@@ -95,10 +117,16 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     records: dict[str, list[EpisodeRecord]] = {name: [] for name, _ in names}
     total = len(names) * cfg.episodes * len(dialogues)
     bar = tqdm(total=total, desc="episodes", unit="ep", disable=not cfg.progress)
+    # LLM runs play their episodes concurrently; calibrated ones one at a time, below
+    usage = run_concurrent(cfg, out, dialogues, scenarios, names, imitation_data, records, bar) if uses_llm(cfg) else None
     with episodes_path.open("a", encoding="utf-8") as sink:
-        for scenario in scenarios:
+        for scenario in scenarios if usage is None else ():
             env = make_env(cfg, scenario, dialogues)
             for name, policy in names:
+                if policy and policy_scenario(load_policy(policy)) not in (None, scenario):
+                    # a trained policy acts in the scenario it was trained on only
+                    print(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
+                    continue
                 agent = make_agent(
                     name, scenario, encoding=env.encoding, seed=cfg.seed, imitation_data=imitation_data,
                     policy=policy, deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
@@ -123,22 +151,182 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     print(tabulate(rows, headers=headers))
     elapsed = time.perf_counter() - t0
     metrics = {"source": source, "episodes_per_seed": cfg.episodes, "seed": cfg.seed, "elapsed_s": elapsed, "agents": summary}
+    if usage is not None:
+        print(tabulate(usage_rows(usage), headers=["LLM usage", ""]))
+        metrics["llm"] = usage
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
     with (out / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(headers)
         writer.writerows(rows)
     if cfg.report:
-        report = write_report(out, summary, records, config_text=OmegaConf.to_yaml(cfg), snapshots=cfg.snapshots)
+        sections = [("LLM usage", usage_html(usage))] if usage is not None else []
+        report = write_report(
+            out, summary, records, config_text=OmegaConf.to_yaml(cfg), snapshots=cfg.snapshots, extra_sections=sections
+        )
         print(f"report: {report}")
     print(f"run folder: {out}  ({elapsed:.1f} s)")
     return metrics
+
+
+def uses_llm(cfg: DictConfig) -> bool:
+    """LLM clients or an LLM therapist: the run goes through :func:`run_concurrent`."""
+    return cfg.dynamics.name == "llm" or any(name == "llm" for name, _ in agent_names(cfg))
+
+
+def run_concurrent(
+    cfg: DictConfig,
+    out: Path,
+    dialogues: list,
+    scenarios: list[str],
+    names: list[tuple[str, str | None]],
+    imitation_data: list,
+    records: dict[str, list[EpisodeRecord]],
+    bar: tqdm,
+) -> dict[str, Any]:
+    """Play the run's episodes concurrently over one LLM client, appending each to
+    ``episodes.jsonl`` as it finishes and filling ``records`` (canonical order); returns the
+    LLM usage report. Finished episodes in the folder are skipped, failed ones redone."""
+    from rescue_env.llm import UsageStats
+    from rescue_env.llm.backend import client_from_config, make_llm_backend
+
+    client = client_from_config(cfg.llm)
+    journal = EpisodeJournal(out / "episodes.jsonl")
+    done = {key for key, rec in journal.records.items() if not rec.failed}
+    policies = dict(names)
+    order: list[str] = []
+    jobs: list[EpisodeJob] = []
+    for scenario in scenarios:
+        for name, policy in names:
+            if policy and policy_scenario(load_policy(policy)) not in (None, scenario):
+                print(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
+                continue
+            for d in (d for d in dialogues if d.scenario == scenario):
+                for e in range(cfg.episodes):
+                    job = EpisodeJob(scenario, name, d.sample_id, e)
+                    order.append(job.key)
+                    if job.key in done:
+                        bar.update()
+                    else:
+                        jobs.append(job)
+
+    backends: dict[str, Any] = {}
+    # one env per episode in flight: built from the data path, they share one parse and text bank
+    data_path = str(resolve_data_path(cfg.data.path))
+
+    def env_for(scenario: str) -> GroupSupportEnv:
+        if cfg.dynamics.name != "llm":
+            return make_env(cfg, scenario, data_path)
+        if scenario not in backends:  # one backend per scenario: the personas' memories are per episode
+            backends[scenario] = make_llm_backend(cfg, scenario, client=client, dialogues=dialogues)
+        return make_env(cfg, scenario, data_path, backend=backends[scenario])
+
+    prototypes: dict[tuple[str, str], Any] = {}
+
+    def agent_for(scenario: str, name: str, env: GroupSupportEnv) -> Any:
+        if name == "llm":
+            return make_agent(
+                "llm", scenario, encoding=env.encoding, client=client, window=cfg.agent.window, show_state=cfg.agent.show_state
+            )
+        if (scenario, name) not in prototypes:
+            prototypes[scenario, name] = make_agent(
+                name, scenario, encoding=env.encoding, seed=cfg.seed, imitation_data=imitation_data,
+                policy=policies[name], deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
+            )
+        # one agent per episode in flight (agents keep per-episode state); reset() reseeds it
+        return copy.deepcopy(prototypes[scenario, name])
+
+    per_agent = {name: UsageStats() for name, _ in names}
+
+    def on_done(rec: EpisodeRecord) -> None:
+        journal.append(rec)
+        per_agent[rec.agent] = per_agent[rec.agent] + client.usage(rec.key)
+        bar.update()
+
+    async def play() -> list[EpisodeRecord]:
+        try:
+            return await arun_episodes(
+                jobs, make_env=env_for, make_agent=agent_for, base_seed=cfg.seed,
+                max_in_flight=2 * cfg.llm.max_concurrency, on_done=on_done,
+            )
+        finally:
+            await client.aclose()
+
+    t0 = time.perf_counter()
+    try:
+        ran = asyncio.run(play())
+    except KeyboardInterrupt:
+        journal.close()
+        print(f"\ninterrupted: finished episodes are in {journal.path}; run the same command again to resume", file=sys.stderr)
+        raise
+    wall = time.perf_counter() - t0
+    journal.rewrite(order)
+    journal.close()
+    kept = journal.records
+    for key in order:
+        rec = kept[key]
+        records[rec.agent].append(rec)
+    usage = client.usage().to_dict()
+    usage.update(
+        model=cfg.llm.model,
+        episodes_run=len(ran),
+        episodes_failed=sum(r.failed for r in ran),
+        episodes_skipped=len(order) - len(jobs),
+        wall_s=wall,
+        episodes_per_hour=len(ran) * 3600 / wall if ran and wall > 0 else None,
+        therapist_fallbacks=sum(int(r.stats.get("therapist_fallbacks", 0)) for r in ran),
+        failed_episodes={r.key: r.error for r in ran if r.failed},
+        per_agent={name: stats.to_dict() for name, stats in per_agent.items()},
+    )
+    return usage
+
+
+#: (key of the usage report, label, format) of the printed and HTML usage tables.
+USAGE_COLUMNS = [
+    ("model", "model", "{}"),
+    ("episodes_run", "episodes run", "{:d}"),
+    ("episodes_failed", "episodes failed", "{:d}"),
+    ("episodes_skipped", "episodes already done", "{:d}"),
+    ("episodes_per_hour", "episodes per hour", "{:.0f}"),
+    ("calls", "LLM calls", "{:d}"),
+    ("cache_hits", "cache hits", "{:d}"),
+    ("retries", "retries (429, 5xx, timeouts)", "{:d}"),
+    ("reasked", "re-asked (unusable JSON)", "{:d}"),
+    ("repaired", "repaired JSON", "{:d}"),
+    ("failures", "failed calls", "{:d}"),
+    ("therapist_fallbacks", "therapist fallbacks to listening", "{:d}"),
+    ("prompt_tokens", "prompt tokens", "{:d}"),
+    ("completion_tokens", "completion tokens", "{:d}"),
+    ("cost", "cost", "{:.4f}"),
+    ("latency_p50_s", "latency p50 (s)", "{:.3f}"),
+    ("latency_p90_s", "latency p90 (s)", "{:.3f}"),
+    ("latency_p99_s", "latency p99 (s)", "{:.3f}"),
+    ("wall_s", "wall time (s)", "{:.1f}"),
+]
+
+
+def usage_rows(usage: dict[str, Any]) -> list[list[str]]:
+    """The usage report as (label, value) rows."""
+    return [[label, "-" if usage.get(key) is None else fmt.format(usage[key])] for key, label, fmt in USAGE_COLUMNS]
+
+
+def usage_html(usage: dict[str, Any]) -> str:
+    """The usage report as an HTML table, with the failed episodes' reasons."""
+    rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in usage_rows(usage))
+    parts = [f"<table>{rows}</table>"]
+    if usage.get("failed_episodes"):
+        items = "".join(f"<li><code>{html.escape(k)}</code>: {html.escape(v)}</li>" for k, v in usage["failed_episodes"].items())
+        parts.append(f"<p>Failed episodes (a rerun in this folder tries them again):</p><ul>{items}</ul>")
+    return "\n".join(parts)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="rollout")
 def main(cfg: DictConfig) -> None:
     # torch (pulled by SB3 agents) would otherwise take every core for tiny policy nets
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # one INFO line per HTTP request would bury the run's log
+    for noisy in ("httpx", "httpx2", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     run(cfg, run_dir())
 
 

@@ -9,13 +9,28 @@ rate and pattern shares.
 
 Episodes are seeded per (seed dialogue, episode index), identically for every agent, so
 agents are compared on the same starting states (common random numbers).
+
+LLM runs: :func:`arun_episode` is the same episode as a coroutine (the agent's ``aact`` and
+the backend's ``prefetch`` are awaited, so many episodes share one event loop), and
+:func:`arun_episodes` runs many at once. An agent's ``utterance`` (the LLM therapist's words)
+becomes the text of its therapist row. A backend or agent raising :class:`EpisodeFailed`
+(e.g. an LLM call that failed for good) ends that episode as a failed record with the
+reason; the other episodes go on. :class:`EpisodeJournal` keeps ``episodes.jsonl`` whole
+under crashes and Ctrl-C.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import json
 import math
+import os
 import zlib
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,6 +38,12 @@ from scipy import stats
 
 from rescue_env.data.schema import Dialogue
 from rescue_env.envs.gym_env import GroupSupportEnv
+
+
+class EpisodeFailed(RuntimeError):
+    """Raised by a client backend or an agent when an episode cannot go on (e.g. an LLM call
+    that failed after its retries). The runners record the episode as failed with this
+    message and go on with the others."""
 
 
 class _Agent(Protocol):
@@ -79,27 +100,242 @@ class EpisodeRecord:
         return f"rollout/{self.agent}/{self.seed_sample_id}/ep{self.episode}"
 
 
-def run_episode(env: GroupSupportEnv, agent: _Agent, sample_id: str, episode: int, base_seed: int) -> EpisodeRecord:
-    """Play ``agent`` for one episode starting from seed dialogue ``sample_id``."""
+def step_with_text(env: Any, action: Any, text: str = "") -> tuple:
+    """``env.step(action)`` whose therapist row says ``text`` (e.g. the LLM therapist's
+    utterance; ``""``: the session's retrieved line). Gymnasium's and PettingZoo's ``step``
+    take actions only, so the text is handed to this one :meth:`Session.step` call."""
+    session = getattr(env, "unwrapped", env).session
+    if not text or session is None:
+        return env.step(action)
+    session.step = functools.partial(type(session).step, session, therapist_text=text)
+    try:
+        return env.step(action)
+    finally:
+        del session.step
+
+
+def _utterance(agent: Any, action: int) -> str:
+    return str(getattr(agent, "utterance", "") or "") if action else ""
+
+
+def _attach(env: GroupSupportEnv, agent: Any, tag: str | None) -> None:
+    """Give the backend and the agent the episode's session (LLM personas and therapist read
+    its transcript); ``tag`` accounts their LLM calls to the episode."""
+    for part in (env.backend, agent):
+        attach = getattr(part, "attach", None)
+        if attach is not None:
+            attach(env.session, tag=tag)
+
+
+def _begin(env: GroupSupportEnv, agent: _Agent, sample_id: str, episode: int, base_seed: int, tag: str | None):
     seed = episode_seed(base_seed, sample_id, episode)
+    record = EpisodeRecord(agent.name, env.scenario, sample_id, episode, seed)
     obs, info = env.reset(seed=seed, options={"dialogue": sample_id})
     agent.reset(seed=seed)
-    record = EpisodeRecord(agent.name, env.scenario, sample_id, episode, seed)
+    _attach(env, agent, tag)
     members = list(env.session.members)  # type: ignore[union-attr]
     record.trace.append(_trace_point(info["state"], None, None, members))
-    done = False
-    while not done:
-        action = int(agent.act(obs, info["action_mask"], info["state"]))
-        obs, _, terminated, truncated, info = env.step(action)
-        done = terminated or truncated
-        decision = env.encoding.decode(action) if not info["invalid_action"] else None
-        record.trace.append(_trace_point(info["state"], decision, env, members))
-    record.stats = info["episode"]
-    if env.record_transcript:
-        record.dialogue = env.session.to_dialogue(  # type: ignore[union-attr]
-            sample_id=record.key, agent=agent.name, episode=episode, sigma_return=record.sigma_return
-        )
+    return record, obs, info, members
+
+
+def _finish(record: EpisodeRecord, env: GroupSupportEnv, agent: Any, info: dict[str, Any] | None, error: str = "") -> EpisodeRecord:
+    if error:
+        record.failed, record.error = True, error
+    else:
+        record.stats = info["episode"]  # type: ignore[index]
+        if hasattr(agent, "episode_fallbacks"):
+            record.stats["therapist_fallbacks"] = int(agent.episode_fallbacks)
+    if env.record_transcript and env.session is not None:
+        # a failed episode keeps its transcript up to the failure
+        extras = {} if error else {"sigma_return": record.sigma_return}
+        record.dialogue = env.session.to_dialogue(sample_id=record.key, agent=agent.name, episode=record.episode, **extras)
     return record
+
+
+def run_episode(
+    env: GroupSupportEnv, agent: _Agent, sample_id: str, episode: int, base_seed: int, *, tag: str | None = None
+) -> EpisodeRecord:
+    """Play ``agent`` for one episode starting from seed dialogue ``sample_id``.
+
+    An :class:`EpisodeFailed` from the backend or the agent gives a failed record with the
+    reason instead of an exception.
+    """
+    record, obs, info, members = _begin(env, agent, sample_id, episode, base_seed, tag)
+    done = False
+    try:
+        while not done:
+            action = int(agent.act(obs, info["action_mask"], info["state"]))
+            obs, _, terminated, truncated, info = step_with_text(env, action, _utterance(agent, action))
+            done = terminated or truncated
+            decision = env.encoding.decode(action) if not info["invalid_action"] else None
+            record.trace.append(_trace_point(info["state"], decision, env, members))
+    except EpisodeFailed as exc:
+        return _finish(record, env, agent, None, str(exc) or type(exc).__name__)
+    return _finish(record, env, agent, info)
+
+
+async def arun_episode(
+    env: GroupSupportEnv, agent: _Agent, sample_id: str, episode: int, base_seed: int, *, tag: str | None = None
+) -> EpisodeRecord:
+    """:func:`run_episode` as a coroutine: awaits the agent's ``aact`` (when it has one) and
+    the backend's ``prefetch`` (the step's LLM calls) before each synchronous ``env.step``,
+    so episodes run concurrently on one event loop. Same seeds, same episode."""
+    record, obs, info, members = _begin(env, agent, sample_id, episode, base_seed, tag)
+    aact = getattr(agent, "aact", None)
+    prefetch = getattr(env.backend, "prefetch", None)
+    done = False
+    try:
+        while not done:
+            if aact is not None:
+                action = int(await aact(obs, info["action_mask"], info["state"]))
+            else:
+                action = int(agent.act(obs, info["action_mask"], info["state"]))
+            text = _utterance(agent, action)
+            if prefetch is not None:
+                session = env.session
+                move, _ = session.move_for(action, text)  # type: ignore[union-attr]
+                await prefetch(session.state, move, session.rng, streak=session.streak)  # type: ignore[union-attr]
+            obs, _, terminated, truncated, info = step_with_text(env, action, text)
+            done = terminated or truncated
+            decision = env.encoding.decode(action) if not info["invalid_action"] else None
+            record.trace.append(_trace_point(info["state"], decision, env, members))
+    except EpisodeFailed as exc:
+        return _finish(record, env, agent, None, str(exc) or type(exc).__name__)
+    return _finish(record, env, agent, info)
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """One episode to run: an agent on a seed dialogue, the ``episode``-th time."""
+
+    scenario: str
+    agent: str
+    sample_id: str
+    episode: int
+
+    @property
+    def key(self) -> str:
+        """The episode's key in ``episodes.jsonl`` (same as :attr:`EpisodeRecord.key`)."""
+        return f"rollout/{self.agent}/{self.sample_id}/ep{self.episode}"
+
+
+async def arun_episodes(
+    jobs: Sequence[EpisodeJob],
+    *,
+    make_env: Callable[[str], GroupSupportEnv],
+    make_agent: Callable[[str, str, GroupSupportEnv], Any],
+    base_seed: int,
+    max_in_flight: int,
+    on_done: Callable[[EpisodeRecord], None] | None = None,
+) -> list[EpisodeRecord]:
+    """Run ``jobs`` concurrently on this event loop, at most ``max_in_flight`` at a time.
+
+    ``make_env(scenario)`` builds an env (envs are reused by later episodes, one episode at
+    a time each); ``make_agent(scenario, agent_name, env)`` a fresh agent per episode.
+    ``on_done(record)`` is called as each episode finishes (in finishing order); the records
+    are returned in the order of ``jobs``. Episodes are seeded per job, so the order in which
+    they run does not change them.
+    """
+    free: dict[str, list[GroupSupportEnv]] = defaultdict(list)
+    gate = asyncio.Semaphore(max(1, int(max_in_flight)))
+    records: list[EpisodeRecord | None] = [None] * len(jobs)
+
+    async def one(i: int, job: EpisodeJob) -> None:
+        async with gate:
+            env = free[job.scenario].pop() if free[job.scenario] else make_env(job.scenario)
+            try:
+                agent = make_agent(job.scenario, job.agent, env)
+                record = await arun_episode(env, agent, job.sample_id, job.episode, base_seed, tag=job.key)
+            finally:
+                free[job.scenario].append(env)
+            record.agent = job.agent
+            records[i] = record
+            if on_done is not None:
+                on_done(record)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for i, job in enumerate(jobs):
+                group.create_task(one(i, job))
+    except BaseExceptionGroup as eg:  # a bug in one episode stops the run: raise it plainly
+        raise eg.exceptions[0] from None
+    return records  # type: ignore[return-value]
+
+
+class EpisodeJournal:
+    """The ``episodes.jsonl`` of a run folder, kept whole under crashes and Ctrl-C.
+
+    - Each finished episode is appended as one line by a single ``write`` to an ``O_APPEND``
+      descriptor: a killed process leaves whole lines only.
+    - Opening an existing file cuts a torn last line (from a crash elsewhere) and reads the
+      episodes there; a key seen twice keeps its last line.
+    - :meth:`rewrite` replaces the file atomically (temporary file, then ``os.replace``) by
+      one line per key in a given order, so runs that finished episodes in different orders
+      (concurrency, resume) end with the same bytes.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lines: dict[str, str] = {}
+        self._records: dict[str, EpisodeRecord] = {}
+        if self.path.exists():
+            data = self.path.read_bytes()
+            end = data.rfind(b"\n") + 1
+            if end < len(data):
+                os.truncate(self.path, end)
+            for line in data[:end].decode("utf-8").splitlines():
+                try:
+                    record = record_from_json(json.loads(line))
+                except (json.JSONDecodeError, KeyError, ValueError):
+                    continue
+                self._lines.pop(record.key, None)
+                self._lines[record.key] = line
+                self._records[record.key] = record
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def __enter__(self) -> EpisodeJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def records(self) -> dict[str, EpisodeRecord]:
+        """Episodes in the file by key (failed ones included)."""
+        return dict(self._records)
+
+    def append(self, record: EpisodeRecord) -> None:
+        """Append ``record`` as one whole line."""
+        if self._fd is None:
+            raise RuntimeError(f"{self.path} is closed")
+        line = json.dumps(record.to_json(), ensure_ascii=False)
+        data = (line + "\n").encode("utf-8")
+        written = 0
+        while written < len(data):  # one write in practice; loop for short writes
+            written += os.write(self._fd, data[written:])
+        self._lines.pop(record.key, None)
+        self._lines[record.key] = line
+        self._records[record.key] = record
+
+    def rewrite(self, order: Sequence[str]) -> None:
+        """Rewrite the file with one line per key: ``order``'s keys first, in that order,
+        then any other key in file order."""
+        keys = [k for k in dict.fromkeys(order) if k in self._lines]
+        keys += [k for k in self._lines if k not in set(keys)]
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write("".join(self._lines[k] + "\n" for k in keys))
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.close()
+        os.replace(tmp, self.path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _trace_point(state, decision, env, members) -> dict[str, Any]:

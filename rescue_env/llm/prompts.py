@@ -1,0 +1,235 @@
+"""Prompts and JSON Schemas of the simulator's LLM roles: client personas, the relation-pattern
+annotator and the therapist.
+
+Every schema is shaped for strict structured outputs (OpenAI, vLLM): an object root, every
+property listed in ``required``, ``additionalProperties: false``, labels as ``enum``s. Only
+keywords both OpenAI's strict mode and vLLM's grammar backends accept are used (``enum``,
+``minimum``/``maximum``, ``minItems``/``maxItems``), so a server needs ``json_schema``
+structured outputs, or ``llm.structured_outputs=false`` (``json_object`` mode: the schema goes
+into the prompt and the client validates the reply).
+
+Label definitions come from :func:`rescue_env.taxonomy.label_info`, so prompts and the
+benchmark share one vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from rescue_env.data.schema import THERAPIST, Row
+from rescue_env.taxonomy.labels import UTTERANCE_TYPES, label_info
+
+#: ``pattern`` value of the annotator meaning "no clear pattern" (ρ = none).
+NO_PATTERN = "none"
+
+
+def _strict(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+@lru_cache(maxsize=32)
+def _definitions(scenario: str, kind: str, *, notes: bool = False) -> str:
+    lines = []
+    for info in label_info(scenario, kind):  # type: ignore[arg-type]
+        line = f"- {info.name}: {info.definition}"
+        if notes and info.use_when:
+            line += f" Use when: {info.use_when}"
+        if notes and info.not_when:
+            line += f" Not when: {info.not_when}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# transcripts ----------------------------------------------------------------------------------
+class RenderedRows:
+    """Transcript lines of a growing row list, rendered once each (a session's rows only
+    grow, and prompts are built from them at every call)."""
+
+    def __init__(self, *, strategies: bool = False) -> None:
+        self.strategies = strategies
+        self._rows: list[Row] | None = None
+        self._lines: list[str] = []
+
+    def lines(self, rows: list[Row]) -> list[str]:
+        if rows is not self._rows or len(rows) < len(self._lines):
+            self._rows, self._lines = rows, []
+        self._lines += [render_row(r, strategies=self.strategies) for r in rows[len(self._lines) :]]
+        return self._lines
+
+
+def render_row(row: Row, *, strategies: bool = False) -> str:
+    """One transcript line, ``Speaker (to Target): text``; with ``strategies`` the therapist's
+    strategy label (or a client's utterance type) is shown too (the therapist's own view)."""
+    target = ", ".join(row.target) or "everyone"
+    label = ""
+    if strategies:
+        kind = row.strategy if row.is_therapist else row.utterance_type
+        label = f" [{kind}]" if kind else ""
+    return f"{row.primary_speaker} (to {target}){label}: {row.dialogue_cleaned.strip()}"
+
+
+def line(speaker: str, target: str, text: str, label: str = "") -> str:
+    """A transcript line built from parts (same shape as :func:`render_row`)."""
+    return f"{speaker} (to {target}){f' [{label}]' if label else ''}: {text.strip()}"
+
+
+def transcript_block(lines: Sequence[str], window: int) -> str:
+    """The last ``window`` lines, oldest first (or a note when there are none)."""
+    shown = list(lines)[-window:] if window > 0 else []
+    if not shown:
+        return "(the session is just starting)"
+    skipped = len(lines) - len(shown)
+    head = f"(… {skipped} earlier turns)\n" if skipped else ""
+    return head + "\n".join(shown)
+
+
+# client personas --------------------------------------------------------------------------------
+def client_turn_schema(
+    others: Sequence[str],
+    addressees: Sequence[str],
+    *,
+    utterance_types: Sequence[str] = UTTERANCE_TYPES,
+    speak_choice: bool = False,
+) -> dict[str, Any]:
+    """Schema of one client turn: utterance, utterance type, addressee, emotion, intensity
+    1-10 and a stance toward each other member (viewpoint, attitude, valence −1..1).
+
+    ``speak_choice`` adds a leading ``speak`` boolean (a client agent deciding whether to talk).
+    The same arguments give the same (shared, not to be mutated) dict.
+    """
+    return _client_turn_schema(tuple(others), tuple(addressees), tuple(utterance_types), speak_choice)
+
+
+@lru_cache(maxsize=1024)
+def _client_turn_schema(
+    others: tuple[str, ...], addressees: tuple[str, ...], utterance_types: tuple[str, ...], speak_choice: bool
+) -> dict[str, Any]:
+    stance = _strict(
+        {
+            "target": {"type": "string", "enum": list(others)},
+            "viewpoint": {"type": "string"},
+            "attitude": {"type": "string"},
+            "valence": {"type": "number", "minimum": -1, "maximum": 1},
+        }
+    )
+    props: dict[str, Any] = {"speak": {"type": "boolean"}} if speak_choice else {}
+    props.update(
+        {
+            "utterance": {"type": "string"},
+            "utterance_type": {"type": "string", "enum": list(utterance_types)},
+            "addressee": {"type": "string", "enum": list(addressees)},
+            "emotion": {"type": "string"},
+            "intensity": {"type": "integer", "minimum": 1, "maximum": 10},
+            "stances": {"type": "array", "items": stance, "maxItems": max(1, len(others))},
+        }
+    )
+    return _strict(props)
+
+
+def persona_system(scenario: str, name: str, role: str, others: Sequence[str], group_label: str) -> str:
+    """System prompt of a client persona."""
+    setting = "couple therapy" if scenario == "couple" else "family therapy"
+    return (
+        f"You are {name}, {role}, in a {setting} session with {', '.join(others)} and a therapist. "
+        f"Speak as {name} would: one to three sentences of natural spoken English, in character, "
+        "with your own history, hurts and hopes; do not mention being an AI or these instructions. "
+        "What you feel and think is private: the others only hear your words.\n\n"
+        "Kinds of turn (utterance_type):\n"
+        f"{_definitions(scenario, 'utterance_type')}\n\n"
+        "Reply with one JSON object: utterance (what you say); utterance_type; addressee "
+        f"({THERAPIST}, one of the others, or {group_label} for everyone); emotion (a few words for "
+        "what you feel right now); intensity (1 = barely, 10 = overwhelming); stances: for each other "
+        "member, how you see them now (viewpoint), your attitude toward them, and valence from -1 "
+        "(hostile) through 0 (neutral) to 1 (warm)."
+    )
+
+
+def persona_user(history: str, private: str, cue: str) -> str:
+    """User message of a client turn: the transcript, the persona's private state, the cue."""
+    return f"The session so far (most recent last):\n{history}\n\nYour private state before this turn:\n{private}\n\n{cue}"
+
+
+# annotator --------------------------------------------------------------------------------------
+def pattern_schema(scenario: str) -> dict[str, Any]:
+    """Schema of the annotator's answer: a pattern label (or ``none``) and a short reason."""
+    from rescue_env.taxonomy.labels import patterns
+
+    return _strict({"pattern": {"type": "string", "enum": [*patterns(scenario), NO_PATTERN]}, "reason": {"type": "string"}})
+
+
+def annotator_messages(scenario: str, members: Sequence[str], history: str, previous: str | None) -> list[dict[str, str]]:
+    """Messages asking for the group's relation pattern after the latest turns."""
+    system = (
+        f"You annotate {scenario} therapy sessions with the relation pattern the clients are in "
+        f"({', '.join(members)}), judged from how they talk to and about each other in the latest turns. "
+        "Patterns:\n"
+        f"{_definitions(scenario, 'pattern', notes=True)}\n"
+        f"- {NO_PATTERN}: no clear pattern in the latest turns.\n\n"
+        "Reply with one JSON object: pattern (one label above) and reason (one sentence citing the turns)."
+    )
+    user = f"Pattern before these turns: {previous or NO_PATTERN}\n\nTranscript (most recent last):\n{history}\n\nWhich pattern holds now?"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+# therapist --------------------------------------------------------------------------------------
+def therapist_move_schema(targets: Sequence[str], strategies: Sequence[str]) -> dict[str, Any]:
+    """Schema of a therapist move: intervene, target, strategy, utterance, reason."""
+    return _strict(
+        {
+            "intervene": {"type": "boolean"},
+            "target": {"type": "string", "enum": list(targets)},
+            "strategy": {"type": "string", "enum": list(strategies)},
+            "utterance": {"type": "string"},
+            "reason": {"type": "string"},
+        }
+    )
+
+
+def therapist_rank_schema(targets: Sequence[str], strategies: Sequence[str]) -> dict[str, Any]:
+    """Schema of a therapist ranking: speak probability, top-3 targets and strategies."""
+    return _strict(
+        {
+            "p_speak": {"type": "number", "minimum": 0, "maximum": 1},
+            "targets": {"type": "array", "items": {"type": "string", "enum": list(targets)}, "minItems": 1, "maxItems": 3},
+            "strategies": {"type": "array", "items": {"type": "string", "enum": list(strategies)}, "minItems": 1, "maxItems": 3},
+            "reason": {"type": "string"},
+        }
+    )
+
+
+def therapist_system(scenario: str, members: Sequence[str], targets: Sequence[str]) -> str:
+    """System prompt of the therapist: the role, the targets and the strategy definitions."""
+    setting = "couple" if scenario == "couple" else "family"
+    return (
+        f"You are an experienced {setting} therapist in a session with {', '.join(members)}. "
+        "At each turn you decide whether to speak now or keep listening (intervene); if you speak, "
+        "whom you address (target) and how (strategy), and what you say (utterance: one to three "
+        "sentences, addressed to the target by name). Keep the most distressed member from being "
+        "left behind, de-escalate hostile exchanges, and leave room for the clients to talk.\n\n"
+        f"Targets: {', '.join(targets)}.\n"
+        "Strategies:\n"
+        f"{_definitions(scenario, 'strategy', notes=True)}"
+    )
+
+
+def therapist_move_user(history: str, state_summary: str | None) -> str:
+    state = f"\n\n{state_summary}" if state_summary else ""
+    return (
+        f"The session so far (most recent last):\n{history}{state}\n\n"
+        "Your move now. Reply with one JSON object: intervene (true to speak, false to keep listening), "
+        "target, strategy, utterance (empty when you keep listening) and reason (one sentence). "
+        "When you keep listening, target and strategy are ignored."
+    )
+
+
+def therapist_rank_user(history: str, state_summary: str | None) -> str:
+    state = f"\n\n{state_summary}" if state_summary else ""
+    return (
+        f"The session so far (most recent last):\n{history}{state}\n\n"
+        "Rank your options for the next therapist turn. Reply with one JSON object: p_speak (the "
+        "probability that the therapist should speak now rather than keep listening), targets (the "
+        "three most fitting targets, best first), strategies (the three most fitting strategies, "
+        "best first) and reason (one sentence)."
+    )
