@@ -18,6 +18,7 @@ from rescue_env.reward import RewardConfig, sigma_star
 from rescue_env.session import Session
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
+from rescue_env.taxonomy.labels import patterns as scenario_patterns
 
 
 @lru_cache(maxsize=8)
@@ -82,6 +83,48 @@ def start_session(
         low = min(min_prefix, n_rows - 1)
         start = int(rng.integers(low, n_rows)) if n_rows > 1 else 0
     return Session(dialogue, start, backend, encoding, rng, record=record, text_bank=text_bank)
+
+
+def configure_session_env(
+    env: Any,
+    scenario: str,
+    *,
+    dynamics: str | ClientBackend = "calibrated",
+    params: DynamicsParams | str | None = None,
+    data_path: str | Sequence[Dialogue] | None = None,
+    horizon: int = 30,
+    reward: RewardConfig | dict[str, float] | None = None,
+    max_members: int | None = None,
+    min_prefix: int = 2,
+    settle_threshold: float = 0.2,
+    settle_steps: int = 3,
+    terminate_on_settle: bool = True,
+    record_transcript: bool = False,
+    render_mode: str | None = None,
+) -> None:
+    """Validate the environment arguments shared by the Gymnasium and PettingZoo adapters
+    and set them on ``env`` (encoding, backend, seed dialogues, reward, episode end, observer).
+    See :class:`~rescue_env.envs.gym_env.GroupSupportEnv` for their meaning."""
+    if scenario not in ("couple", "family"):
+        raise ValueError(f"unknown scenario {scenario!r}: expected 'couple' or 'family'")
+    if horizon < 1:
+        raise ValueError(f"horizon must be at least 1, got {horizon}")
+    modes = env.metadata["render_modes"]
+    if render_mode is not None and render_mode not in modes:
+        raise ValueError(f"render_mode {render_mode!r} not supported; use one of {modes}")
+    env.scenario = scenario
+    env.encoding = ActionEncoding(scenario, max_members)
+    env.backend = make_backend(dynamics, scenario, params)
+    env.dialogues, env.text_bank = seed_dialogues(data_path, scenario)
+    env.horizon = int(horizon)
+    env.reward_cfg = reward if isinstance(reward, RewardConfig) else RewardConfig(**(reward or {}))
+    env.min_prefix = int(min_prefix)
+    env.settle_threshold = float(settle_threshold)
+    env.settle_steps = int(settle_steps)
+    env.terminate_on_settle = bool(terminate_on_settle)
+    env.record_transcript = bool(record_transcript) or render_mode == "ansi"
+    env.render_mode = render_mode
+    env.observer = Observer(env.encoding, scenario_patterns(scenario), env.horizon)
 
 
 class Observer:

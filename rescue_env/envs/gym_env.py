@@ -11,12 +11,10 @@ from gymnasium import spaces
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.base import ClientBackend
 from rescue_env.dynamics.params import DynamicsParams
-from rescue_env.envs.common import EpisodeBook, Observer, make_backend, seed_dialogues, start_session
+from rescue_env.envs.common import EpisodeBook, configure_session_env, start_session
 from rescue_env.reward import RewardConfig
 from rescue_env.session import Session, StepResult
 from rescue_env.state import GroupState
-from rescue_env.taxonomy.actions import ActionEncoding
-from rescue_env.taxonomy.labels import patterns
 
 
 class GroupSupportEnv(gym.Env):
@@ -99,26 +97,22 @@ class GroupSupportEnv(gym.Env):
         record_transcript: bool = False,
         render_mode: str | None = None,
     ):
-        if scenario not in ("couple", "family"):
-            raise ValueError(f"unknown scenario {scenario!r}: expected 'couple' or 'family'")
-        if horizon < 1:
-            raise ValueError(f"horizon must be at least 1, got {horizon}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode {render_mode!r} not supported; use one of {self.metadata['render_modes']}")
-        self.scenario = scenario
-        self.encoding = ActionEncoding(scenario, max_members)
-        self.backend = make_backend(dynamics, scenario, params)
-        self.dialogues, self.text_bank = seed_dialogues(data_path, scenario)
-        self.horizon = int(horizon)
-        self.reward_cfg = reward if isinstance(reward, RewardConfig) else RewardConfig(**(reward or {}))
-        self.min_prefix = int(min_prefix)
-        self.settle_threshold = float(settle_threshold)
-        self.settle_steps = int(settle_steps)
-        self.terminate_on_settle = bool(terminate_on_settle)
-        self.record_transcript = bool(record_transcript) or render_mode == "ansi"
-        self.render_mode = render_mode
-
-        self.observer = Observer(self.encoding, patterns(scenario), self.horizon)
+        configure_session_env(
+            self,
+            scenario,
+            dynamics=dynamics,
+            params=params,
+            data_path=data_path,
+            horizon=horizon,
+            reward=reward,
+            max_members=max_members,
+            min_prefix=min_prefix,
+            settle_threshold=settle_threshold,
+            settle_steps=settle_steps,
+            terminate_on_settle=terminate_on_settle,
+            record_transcript=record_transcript,
+            render_mode=render_mode,
+        )
         self.observation_space = self.observer.space
         self.action_space = spaces.Discrete(self.encoding.n_actions)
         self.session: Session | None = None

@@ -26,7 +26,7 @@ client agents.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -35,14 +35,10 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils import wrappers
 from pettingzoo.utils.conversions import parallel_to_aec
 
-from rescue_env.data.schema import Dialogue
-from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, Behaviour, ClientBackend
-from rescue_env.dynamics.params import DynamicsParams
-from rescue_env.envs.common import EpisodeBook, Observer, make_backend, seed_dialogues, start_session
-from rescue_env.reward import RewardConfig
+from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, Behaviour
+from rescue_env.envs.common import EpisodeBook, configure_session_env, start_session
 from rescue_env.session import Session
-from rescue_env.taxonomy.actions import ActionEncoding
-from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns
+from rescue_env.taxonomy.labels import UTTERANCE_TYPES
 
 THERAPIST_AGENT = "therapist"
 
@@ -52,42 +48,13 @@ class GroupSupportParallelEnv(ParallelEnv):
 
     metadata = {"name": "rescue_group_support_v0", "render_modes": ["ansi", "rgb_array"], "is_parallelizable": True}
 
-    def __init__(
-        self,
-        scenario: str = "couple",
-        *,
-        dynamics: str | ClientBackend = "calibrated",
-        params: DynamicsParams | str | None = None,
-        data_path: str | Sequence[Dialogue] | None = None,
-        horizon: int = 30,
-        reward: RewardConfig | dict[str, float] | None = None,
-        max_members: int | None = None,
-        min_prefix: int = 2,
-        settle_threshold: float = 0.2,
-        settle_steps: int = 3,
-        terminate_on_settle: bool = True,
-        record_transcript: bool = False,
-        render_mode: str | None = None,
-    ):
-        if scenario not in ("couple", "family"):
-            raise ValueError(f"unknown scenario {scenario!r}: expected 'couple' or 'family'")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode {render_mode!r} not supported; use one of {self.metadata['render_modes']}")
-        self.scenario = scenario
-        self.encoding = ActionEncoding(scenario, max_members)
-        self.backend = make_backend(dynamics, scenario, params)
-        self.dialogues, self.text_bank = seed_dialogues(data_path, scenario)
-        self.horizon = int(horizon)
-        self.reward_cfg = reward if isinstance(reward, RewardConfig) else RewardConfig(**(reward or {}))
-        self.min_prefix = int(min_prefix)
-        self.settle_threshold = float(settle_threshold)
-        self.settle_steps = int(settle_steps)
-        self.terminate_on_settle = bool(terminate_on_settle)
-        self.record_transcript = bool(record_transcript) or render_mode == "ansi"
-        self.render_mode = render_mode
-
+    def __init__(self, scenario: str = "couple", **kwargs: Any):
+        """``scenario`` and the keyword arguments of
+        :class:`~rescue_env.envs.gym_env.GroupSupportEnv` (dynamics, params, data_path,
+        horizon, reward, max_members, min_prefix, settle_threshold, settle_steps,
+        terminate_on_settle, record_transcript, render_mode)."""
+        configure_session_env(self, scenario, **kwargs)
         cap = self.encoding.max_members
-        self.observer = Observer(self.encoding, patterns(scenario), self.horizon)
         self.n_utterances = len(UTTERANCE_TYPES)
         self.n_addressees = cap + 2
         self.possible_agents = [THERAPIST_AGENT] + [f"client_{i}" for i in range(cap)]

@@ -334,7 +334,6 @@ async def run_twins(
     # The original moment is answered by the same responder, so base and twin replies are
     # comparable (the recorded responder gives back the agent's own reply).
     answered = await asyncio.gather(*(answer(it) for s in sets for it in (s.base, s.event, s.emotion)))
-    errors = {it.item_id: err for it, err in answered if err is not None}
     ok_items = [it for it, err in answered if err is None]
     judged = await score(ok_items)
     by_id = {j.item_id: j for j in judged}

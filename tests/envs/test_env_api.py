@@ -131,11 +131,18 @@ def test_aec_api_test(scenario):
 
 
 def test_factories_take_the_gym_env_kwargs():
-    gym_params = inspect.signature(GroupSupportEnv.__init__).parameters
-    pz_params = inspect.signature(GroupSupportParallelEnv.__init__).parameters
-    assert list(gym_params) == list(pz_params)
+    # the parallel env forwards its kwargs to the same validator the gym env calls
+    from rescue_env.envs.common import configure_session_env
+
+    gym_params = dict(inspect.signature(GroupSupportEnv.__init__).parameters)
+    shared = dict(inspect.signature(configure_session_env).parameters)
+    gym_params.pop("self")
+    shared.pop("env")
+    assert list(gym_params) == list(shared)
     for name in gym_params:
-        assert gym_params[name].default == pz_params[name].default, name
+        assert gym_params[name].default == shared[name].default, name
+    with pytest.raises(TypeError, match="horizn"):
+        GroupSupportParallelEnv("couple", horizn=3)
 
 
 @pytest.mark.parametrize("factory", [parallel_env, raw_env, aec_env], ids=["parallel_env", "raw_env", "env"])
