@@ -139,7 +139,7 @@ class InstanceSet:
         """Instance counts per scenario (``{"couple": n, "family": m}``; zero counts kept)."""
         out = {"couple": 0, "family": 0}
         for inst in self.instances:
-            out[inst.scenario] = out.get(inst.scenario, 0) + 1
+            _tally(out, inst.scenario)
         return out
 
 
@@ -147,20 +147,21 @@ class InstanceSet:
 # shared helpers
 
 
+def _check_name(value: str, kind: str, allowed: Sequence[str]) -> str:
+    name = str(value).strip().lower()
+    if name not in allowed:
+        raise ValueError(f"unknown {kind} {value!r}: expected one of {list(allowed)}")
+    return name
+
+
 def check_task(task: str) -> str:
     """``task`` lower-cased; ``ValueError`` naming the six tasks when unknown."""
-    t = str(task).strip().lower()
-    if t not in TASKS:
-        raise ValueError(f"unknown task {task!r}: expected one of {list(TASKS)}")
-    return t
+    return _check_name(task, "task", TASKS)
 
 
 def check_profile(profile: str) -> str:
     """``profile`` lower-cased; ``ValueError`` naming the profiles when unknown."""
-    p = str(profile).strip().lower()
-    if p not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}: expected one of {list(PROFILES)}")
-    return p
+    return _check_name(profile, "profile", PROFILES)
 
 
 def clean(value: Any) -> str:
@@ -198,6 +199,10 @@ def round_intensity(value: Any) -> int | None:
     if math.isnan(f) or math.isinf(f):
         return None
     return int(round(f))
+
+
+def _tally(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
 
 
 def _dedupe(items: Sequence[str]) -> list[str]:
@@ -331,6 +336,46 @@ def _iid(task: str, d: Dialogue, row: Row, suffix: str = "") -> str:
     return f"{task}:{d.sample_id}#{suffix}{row.row_index}"
 
 
+def _instance(
+    task: str,
+    profile: str,
+    d: Dialogue,
+    pos: int,
+    row: Row,
+    gold: Any,
+    *,
+    context: dict[str, Any],
+    candidates: list[str] | None = None,
+    meta: dict[str, Any] | None = None,
+    suffix: str = "row",
+) -> Instance:
+    """The instance of ``task`` at ``row`` (1-based position ``pos`` in ``d.rows``)."""
+    return Instance(
+        id=_iid(task, d, row, suffix),
+        task=task,
+        profile=profile,
+        sample_id=d.sample_id,
+        scenario=d.scenario,
+        row=pos,
+        row_index=row.row_index,
+        gold=gold,
+        candidates=[] if candidates is None else candidates,
+        context=context,
+        meta={} if meta is None else meta,
+        dialogue=d,
+    )
+
+
+def _speaker_context(d: Dialogue, row: Row) -> dict[str, Any]:
+    """Context of a row-level question about the row's speaker (RPP, ER, VP)."""
+    return {"participants": list(d.participants), "speaker": row.primary_speaker}
+
+
+def _profile_participants(d: Dialogue, profile: str) -> list[str]:
+    """The participants STP and SSP show: the released ``infer_participants`` or the sample's."""
+    return released_participants(d) if profile == "released" else list(d.participants)
+
+
 def build_itp(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
     """ITP: after row d, should the therapist speak? Positives: d is a client row followed by
     a therapist row; negatives: neither d nor d+1 is a therapist row. Per sample, both
@@ -354,21 +399,18 @@ def build_itp(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
         chosen = even_sample(pos, b) + even_sample(neg, b)
         chosen.sort(key=lambda c: c[0])  # stable: positives before negatives on equal d (never equal)
         for i, ctype, boundary in chosen:
-            row = rows[i]
             gold = "yes" if ctype == "actual_therapist_entry" else "no"
             out.append(
-                Instance(
-                    id=_iid("itp", d, row, "after"),
-                    task="itp",
-                    profile=profile,
-                    sample_id=d.sample_id,
-                    scenario=d.scenario,
-                    row=i + 1,
-                    row_index=row.row_index,
-                    gold=gold,
+                _instance(
+                    "itp",
+                    profile,
+                    d,
+                    i + 1,
+                    rows[i],
+                    gold,
                     context={"participants": list(d.participants)},
                     meta={"candidate_type": ctype, "boundary_type": boundary},
-                    dialogue=d,
+                    suffix="after",
                 )
             )
     return InstanceSet("itp", profile, out)
@@ -398,26 +440,9 @@ def build_rpp(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
                 if not gold:
                     continue
                 if gold not in labels:
-                    excluded["out_of_taxonomy"] = excluded.get("out_of_taxonomy", 0) + 1
+                    _tally(excluded, "out_of_taxonomy")
                     continue
-            out.append(
-                Instance(
-                    id=_iid("rpp", d, row, "row"),
-                    task="rpp",
-                    profile=profile,
-                    sample_id=d.sample_id,
-                    scenario=d.scenario,
-                    row=pos,
-                    row_index=row.row_index,
-                    gold=gold,
-                    candidates=labels,
-                    context={
-                        "participants": list(d.participants),
-                        "speaker": row.primary_speaker,
-                    },
-                    dialogue=d,
-                )
-            )
+            out.append(_instance("rpp", profile, d, pos, row, gold, candidates=labels, context=_speaker_context(d, row)))
     return InstanceSet("rpp", profile, out, excluded)
 
 
@@ -440,34 +465,30 @@ def build_stp(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
     out: list[Instance] = []
     excluded: dict[str, int] = {}
     for d in dialogues:
+        participants = _profile_participants(d, profile)
         if profile == "released":
-            participants = released_participants(d)
             base = released_target_candidates(d, participants)
         else:
-            participants = list(d.participants)
             base = paper_target_candidates(d)
         for pos, row in _support_rows(d):
             gold, source = support_gold_target(row, d, profile)
             if not gold:
-                excluded["no_target"] = excluded.get("no_target", 0) + 1
+                _tally(excluded, "no_target")
                 continue
             cands = list(base)
             if gold not in cands:
                 cands.append(gold)
             out.append(
-                Instance(
-                    id=_iid("stp", d, row, "row"),
-                    task="stp",
-                    profile=profile,
-                    sample_id=d.sample_id,
-                    scenario=d.scenario,
-                    row=pos,
-                    row_index=row.row_index,
-                    gold=gold,
+                _instance(
+                    "stp",
+                    profile,
+                    d,
+                    pos,
+                    row,
+                    gold,
                     candidates=cands,
                     context={"participants": participants},
                     meta={"gold_source": source},
-                    dialogue=d,
                 )
             )
     return InstanceSet("stp", profile, out, excluded)
@@ -483,33 +504,48 @@ def build_ssp(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
     excluded: dict[str, int] = {}
     for d in dialogues:
         labels = list(strategies(d.scenario))
-        participants = released_participants(d) if profile == "released" else list(d.participants)
+        participants = _profile_participants(d, profile)
         for pos, row in _support_rows(d):
             gold = clean(row.support_strategy[0].strategy_type)
             if gold not in labels:
-                excluded["out_of_taxonomy"] = excluded.get("out_of_taxonomy", 0) + 1
+                _tally(excluded, "out_of_taxonomy")
                 continue
             target, source = support_gold_target(row, d, profile)
             if not target:
-                excluded["no_target"] = excluded.get("no_target", 0) + 1
+                _tally(excluded, "no_target")
                 continue
             out.append(
-                Instance(
-                    id=_iid("ssp", d, row, "row"),
-                    task="ssp",
-                    profile=profile,
-                    sample_id=d.sample_id,
-                    scenario=d.scenario,
-                    row=pos,
-                    row_index=row.row_index,
-                    gold=gold,
+                _instance(
+                    "ssp",
+                    profile,
+                    d,
+                    pos,
+                    row,
+                    gold,
                     candidates=labels,
                     context={"participants": participants, "known_target": target},
                     meta={"target_source": source},
-                    dialogue=d,
                 )
             )
     return InstanceSet("ssp", profile, out, excluded)
+
+
+def _client_checkpoints(task: str, dialogues: Sequence[Dialogue], profile: str, gold_at) -> InstanceSet:
+    """ER/VP: per sample, the client rows where ``gold_at(d, row)`` is not ``None`` (in row
+    order), then :data:`CHECKPOINTS_PER_SAMPLE` of them by even sampling (first one when a
+    single one is asked for)."""
+    out: list[Instance] = []
+    for d in dialogues:
+        cands: list[tuple[int, Row, Any]] = []
+        for pos, row in enumerate(d.rows, start=1):
+            if row.primary_speaker in NON_CLIENT_SPEAKERS:
+                continue
+            gold = gold_at(d, row)
+            if gold is not None:
+                cands.append((pos, row, gold))
+        for pos, row, gold in even_sample(cands, CHECKPOINTS_PER_SAMPLE, single="first"):
+            out.append(_instance(task, profile, d, pos, row, gold, context=_speaker_context(d, row)))
+    return InstanceSet(task, profile, out)
 
 
 def _speaker_emotion(row: Row) -> dict[str, Any] | None:
@@ -523,6 +559,21 @@ def _speaker_emotion(row: Row) -> dict[str, Any] | None:
     return None
 
 
+def _er_cutoff(d: Dialogue) -> int:
+    """ER's early cutoff: rows with ``row_index`` up to this are never checkpoints."""
+    n_rows = len(d.rows)
+    return 0 if n_rows <= 1 else min(n_rows - 1, math.ceil(ER_CUTOFF_FRACTION * n_rows))
+
+
+def _er_gold(d: Dialogue, row: Row) -> dict[str, Any] | None:
+    gold = _speaker_emotion(row)
+    if gold is None or word_count(row.dialogue_cleaned) < ER_MIN_WORDS:
+        return None
+    if row.row_index <= _er_cutoff(d):
+        return None
+    return gold
+
+
 def build_er(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
     """ER: the speaker's inner emotion and its intensity (0-10) at a client row.
 
@@ -531,36 +582,16 @@ def build_er(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
     early cutoff of ``min(R - 1, ceil(0.3 R))`` rows (R = the sample's rows); then 5 per
     sample by even sampling.
     """
-    out: list[Instance] = []
-    for d in dialogues:
-        n_rows = len(d.rows)
-        drop = 0 if n_rows <= 1 else min(n_rows - 1, math.ceil(ER_CUTOFF_FRACTION * n_rows))
-        cands: list[tuple[int, Row, dict]] = []
-        for pos, row in enumerate(d.rows, start=1):
-            if row.primary_speaker in NON_CLIENT_SPEAKERS:
-                continue
-            gold = _speaker_emotion(row)
-            if gold is None or word_count(row.dialogue_cleaned) < ER_MIN_WORDS:
-                continue
-            if row.row_index <= drop:
-                continue
-            cands.append((pos, row, gold))
-        for pos, row, gold in even_sample(cands, CHECKPOINTS_PER_SAMPLE, single="first"):
-            out.append(
-                Instance(
-                    id=_iid("er", d, row, "row"),
-                    task="er",
-                    profile=profile,
-                    sample_id=d.sample_id,
-                    scenario=d.scenario,
-                    row=pos,
-                    row_index=row.row_index,
-                    gold=gold,
-                    context={"participants": list(d.participants), "speaker": row.primary_speaker},
-                    dialogue=d,
-                )
-            )
-    return InstanceSet("er", profile, out)
+    return _client_checkpoints("er", dialogues, profile, _er_gold)
+
+
+def _vp_gold(d: Dialogue, row: Row) -> list[dict[str, str]] | None:
+    gold = [
+        {"source": clean(v.source), "target": clean(v.target), "viewpoint": clean(v.viewpoint), "attitude": clean(v.attitude)}
+        for v in row.viewpoints_attitudes
+        if clean(v.source) == row.primary_speaker and clean(v.target) and clean(v.viewpoint)
+    ]
+    return gold or None
 
 
 def build_vp(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
@@ -570,35 +601,7 @@ def build_vp(dialogues: Sequence[Dialogue], profile: str) -> InstanceSet:
     the speaker, with a target and a viewpoint (gold: all such items); then 5 per sample by
     even sampling. No word minimum, no cutoff.
     """
-    out: list[Instance] = []
-    for d in dialogues:
-        cands: list[tuple[int, Row, list[dict]]] = []
-        for pos, row in enumerate(d.rows, start=1):
-            if row.primary_speaker in NON_CLIENT_SPEAKERS:
-                continue
-            gold = [
-                {"source": clean(v.source), "target": clean(v.target), "viewpoint": clean(v.viewpoint), "attitude": clean(v.attitude)}
-                for v in row.viewpoints_attitudes
-                if clean(v.source) == row.primary_speaker and clean(v.target) and clean(v.viewpoint)
-            ]
-            if gold:
-                cands.append((pos, row, gold))
-        for pos, row, gold in even_sample(cands, CHECKPOINTS_PER_SAMPLE, single="first"):
-            out.append(
-                Instance(
-                    id=_iid("vp", d, row, "row"),
-                    task="vp",
-                    profile=profile,
-                    sample_id=d.sample_id,
-                    scenario=d.scenario,
-                    row=pos,
-                    row_index=row.row_index,
-                    gold=gold,
-                    context={"participants": list(d.participants), "speaker": row.primary_speaker},
-                    dialogue=d,
-                )
-            )
-    return InstanceSet("vp", profile, out)
+    return _client_checkpoints("vp", dialogues, profile, _vp_gold)
 
 
 _BUILDERS = {"itp": build_itp, "rpp": build_rpp, "stp": build_stp, "ssp": build_ssp, "er": build_er, "vp": build_vp}
