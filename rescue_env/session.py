@@ -48,6 +48,9 @@ class Session:
         rng: the generator every random choice draws from.
         record: build benchmark rows (off in training for speed; the state still moves).
         text_bank: retrieval corpus for utterance text; stock lines when ``None``.
+        prefix_cache: a dict the caller keeps across sessions on the same dialogues; when
+            not recording, the state extracted from the seed rows is cached there (resets
+            are then a copy instead of a replay of the prefix).
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class Session:
         *,
         record: bool = True,
         text_bank: TextBank | None = None,
+        prefix_cache: dict | None = None,
     ):
         if not 0 <= start_row <= len(dialogue.rows):
             raise ValueError(f"start_row={start_row} outside 0..{len(dialogue.rows)} for {dialogue.sample_id!r}")
@@ -68,20 +72,28 @@ class Session:
         self.backend = backend
         self.encoding = encoding
         self.rng = rng
-        # text choices draw from their own stream so that recording never changes the episode
-        self.text_rng = np.random.default_rng(int(rng.integers(2**63 - 1)))
+        # text choices draw from their own stream so that recording never changes the episode;
+        # the seed is drawn either way, the generator built only when text is needed
+        self._text_seed = int(rng.integers(2**63 - 1))
+        self._text_rng: np.random.Generator | None = None
         self.record = record
         self.text_bank = text_bank if text_bank is not None else TextBank()
         self.members: tuple[str, ...] = tuple(dialogue.participants[: encoding.max_members])
         if not self.members:
             raise ValueError(f"dialogue {dialogue.sample_id!r} has no participants")
-        tracker = StateTracker(dialogue.scenario, self.members)
+        key = (dialogue.sample_id, start_row, self.members)
         self.rows: list[Row] = []
-        for row in dialogue.rows[:start_row]:
-            st = tracker.update(row)
-            if record:
-                self.rows.append(replace(row, extras={**row.extras, "state": st.to_dict(), "simulated": False}))
-        self.state: GroupState = tracker.state
+        if not record and prefix_cache is not None and key in prefix_cache:
+            self.state: GroupState = prefix_cache[key].copy()
+        else:
+            tracker = StateTracker(dialogue.scenario, self.members)
+            for row in dialogue.rows[:start_row]:
+                st = tracker.update(row)
+                if record:
+                    self.rows.append(replace(row, extras={**row.extras, "state": st.to_dict(), "simulated": False}))
+            self.state = tracker.state
+            if prefix_cache is not None:
+                prefix_cache[key] = self.state.copy()
         self._valid_targets = encoding.target_mask(len(self.members)).astype(bool).tolist()
         self.t = 0
         self.streak = 0
@@ -94,6 +106,13 @@ class Session:
     @property
     def n(self) -> int:
         return len(self.members)
+
+    @property
+    def text_rng(self) -> np.random.Generator:
+        """The generator of text choices (separate from the dynamics' stream)."""
+        if self._text_rng is None:
+            self._text_rng = np.random.default_rng(self._text_seed)
+        return self._text_rng
 
     def action_mask(self) -> np.ndarray:
         """Flat ``int8`` mask of the actions valid for this group."""

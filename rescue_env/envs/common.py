@@ -66,6 +66,7 @@ def start_session(
     min_prefix: int,
     record: bool,
     text_bank: TextBank,
+    prefix_cache: dict | None = None,
 ) -> Session:
     """A session on a seeded draw of dialogue and cut row (``options`` may fix either:
     ``{"dialogue": sample_id, "start_row": k}``)."""
@@ -82,7 +83,7 @@ def start_session(
     else:
         low = min(min_prefix, n_rows - 1)
         start = int(rng.integers(low, n_rows)) if n_rows > 1 else 0
-    return Session(dialogue, start, backend, encoding, rng, record=record, text_bank=text_bank)
+    return Session(dialogue, start, backend, encoding, rng, record=record, text_bank=text_bank, prefix_cache=prefix_cache)
 
 
 def configure_session_env(
@@ -125,6 +126,7 @@ def configure_session_env(
     env.record_transcript = bool(record_transcript) or render_mode == "ansi"
     env.render_mode = render_mode
     env.observer = Observer(env.encoding, scenario_patterns(scenario), env.horizon)
+    env.prefix_cache = {}  # seed-row states per (dialogue, cut): resets copy instead of replaying
 
 
 class Observer:

@@ -157,6 +157,7 @@ class GroupSupportEnv(gym.Env):
             min_prefix=self.min_prefix,
             record=self.record_transcript,
             text_bank=self.text_bank,
+            prefix_cache=self.prefix_cache,
         )
         self._mask = self.encoding.mask(self.session.n)
         self._factored = self.encoding.factored_mask(self.session.n)

@@ -144,6 +144,7 @@ class GroupSupportParallelEnv(ParallelEnv):
             min_prefix=self.min_prefix,
             record=self.record_transcript,
             text_bank=self.text_bank,
+            prefix_cache=self.prefix_cache,
         )
         n = self.session.n
         self._therapist_mask = self.encoding.mask(n)
