@@ -95,6 +95,7 @@ class Session:
             if prefix_cache is not None:
                 prefix_cache[key] = self.state.copy()
         self._valid_targets = encoding.target_mask(len(self.members)).astype(bool).tolist()
+        self._moves: list[tuple[TherapistMove, bool] | None] = [None] * encoding.n_actions
         self.t = 0
         self.streak = 0
         self.n_interventions = 0
@@ -118,9 +119,7 @@ class Session:
         """Flat ``int8`` mask of the actions valid for this group."""
         return self.encoding.mask(self.n)
 
-    def move_for(self, action: int, text: str = "") -> tuple[TherapistMove, bool]:
-        """Decode a flat action; an action masked out for this group becomes listening
-        (returned flag ``True``) rather than an error, so unmasked learners can run."""
+    def _decode(self, action: int) -> tuple[TherapistMove, bool]:
         decision = self.encoding.decode(action)
         if not decision.intervene:
             return TherapistMove(False), False
@@ -128,7 +127,22 @@ class Session:
             return TherapistMove(False), True
         slots = self.encoding.target_slots(decision.target, self.n)  # type: ignore[arg-type]
         name = self.encoding.strategy_names[decision.strategy]  # type: ignore[index]
-        return TherapistMove(True, decision.target, slots, decision.strategy, name, text), False
+        return TherapistMove(True, decision.target, slots, decision.strategy, name), False
+
+    def move_for(self, action: int, text: str = "") -> tuple[TherapistMove, bool]:
+        """Decode a flat action; an action masked out for this group becomes listening
+        (returned flag ``True``) rather than an error, so unmasked learners can run.
+        The returned move is shared between steps: treat it as read-only."""
+        a = int(action)
+        if not 0 <= a < self.encoding.n_actions:
+            self.encoding.decode(a)  # raises the encoding's out-of-range error
+        cached = self._moves[a]
+        if cached is None:  # decoded once per session and action: step() is a hot path
+            cached = self._moves[a] = self._decode(a)
+        move, invalid = cached
+        if text and move.intervene:
+            move = TherapistMove(True, move.target, move.slots, move.strategy, move.strategy_name, text)
+        return move, invalid
 
     def step(
         self,
@@ -144,7 +158,8 @@ class Session:
         st = self.state
         st.untended += 1
         if move.intervene:
-            st.untended[list(move.slots)] = 0
+            for i in move.slots:
+                st.untended[i] = 0
             st.last_strategy = move.strategy_name
             st.last_target = tuple(self.members[i] for i in move.slots)
             self.streak += 1

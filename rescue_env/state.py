@@ -169,20 +169,16 @@ class GroupState:
         return float(self.stance.sum()) / (n * (n - 1))
 
     def copy(self) -> GroupState:
-        return GroupState(
-            scenario=self.scenario,
-            members=self.members,
-            distress=self.distress.copy(),
-            intensity=self.intensity.copy(),
-            emotion=list(self.emotion),
-            stance=self.stance.copy(),
-            pattern=self.pattern,
-            row_index=self.row_index,
-            untended=self.untended.copy(),
-            last_speaker=self.last_speaker,
-            last_strategy=self.last_strategy,
-            last_target=self.last_target,
-        )
+        """An independent copy (arrays and lists copied; strings and tuples shared)."""
+        # filled field by field without __init__: envs copy the state into every step's info
+        new = object.__new__(GroupState)
+        new.__dict__.update(self.__dict__)
+        new.distress = self.distress.copy()
+        new.intensity = self.intensity.copy()
+        new.stance = self.stance.copy()
+        new.untended = self.untended.copy()
+        new.emotion = list(self.emotion)
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the ``state`` column of exported episodes)."""

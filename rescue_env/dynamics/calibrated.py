@@ -75,12 +75,10 @@ class CalibratedBackend:
         return self._pattern_index.get(pattern, self._none) if pattern else self._none
 
     # --------------------------------------------------------------------------------------
-    def _choose_turns(
-        self, d: list[float], g: list[list[float]], rng: np.random.Generator, p: int, addressed: list[bool]
-    ) -> list[tuple[int, int, int]]:
+    def _choose_turns(self, d: list[float], g: list[list[float]], u: list[float], p: int, addressed: list[bool]) -> list[tuple[int, int, int]]:
+        """Who speaks, with which utterance type, to whom; ``u`` holds 4 + n uniforms."""
         sp = self._lists
         n = len(d)
-        u = rng.random(4 + n).tolist()
         n_turns = 1 + int(n > 1 and u[0] < sp["second_turn"][p])
         # Gumbel-max: the top-k of logits + Gumbel noise is a draw without replacement
         a_w, d_w = sp["speak_addressed"], sp["speak_distress"]
@@ -150,7 +148,9 @@ class CalibratedBackend:
 
         # 3. client turns
         # user-driven clients (multi-agent view) say what they chose; the others follow the model
-        chosen = self._choose_turns(d, g, rng, p, addressed)
+        # one draw of every uniform the step needs: 4 + n for the turns, 2 for the pattern
+        u = rng.random(6 + n).tolist()
+        chosen = self._choose_turns(d, g, u, p, addressed)
         if behaviours is not None:
             chosen = [(slot, b.utterance_type, b.addressee) for slot, b in sorted(behaviours.items()) if b is not None] + [
                 t for t in chosen if t[0] not in behaviours
@@ -198,11 +198,12 @@ class CalibratedBackend:
                     continue
                 y = gi[j] + rate * (toward - gi[j]) + sn * noise[base + j]
                 gi[j] = -1.0 if y < -1.0 else 1.0 if y > 1.0 else y
-        state.distress[:] = d
-        state.stance[:] = g
+        # fresh arrays from the lists (cheaper than writing a list into an existing array)
+        state.distress = np.array(d)
+        state.stance = np.array(g)
 
         # 6. pattern transition (the move's pull fades with fatigue, like its effect)
-        u0, u1 = rng.random(2).tolist()
+        u0, u1 = u[4 + n], u[5 + n]
         action = 1 + int(move.strategy) if move.intervene and u0 < mult else 0  # type: ignore[arg-type]
         cum = self._cum_transition[action][p]
         nxt = bisect_right(cum, u1 * cum[-1])

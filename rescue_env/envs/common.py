@@ -182,7 +182,7 @@ class EpisodeBook:
         self._discount = 1.0
         self.components = {"mean_distress": 0.0, "stance": 0.0, "max_distress": 0.0, "intervention_cost": 0.0}
         self.peak_max = session.state.max_distress()
-        self.untended_turns = np.zeros(session.n, dtype=np.int64)
+        self.untended_turns = [0] * session.n
         self.invalid = 0
         self._settled = 0
 
@@ -197,9 +197,12 @@ class EpisodeBook:
         worst = -components["max_distress"] / self.reward.lam if self.reward.lam else st.max_distress()
         self.peak_max = max(self.peak_max, worst)
         self.invalid += invalid
-        self.untended_turns += 1
+        turns = self.untended_turns
+        for i in range(len(turns)):
+            turns[i] += 1
         if move.intervene:
-            self.untended_turns[list(move.slots)] -= 1
+            for i in move.slots:
+                turns[i] -= 1
         self._settled = self._settled + 1 if worst < self.settle_threshold else 0
         return reward, components
 

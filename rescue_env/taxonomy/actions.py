@@ -83,19 +83,10 @@ class ActionEncoding:
         options.append(TargetOption(len(options), tuple(range(self.max_members)), "group"))
         self.targets: tuple[TargetOption, ...] = tuple(options)
         self._by_slots = {o.slots: o.index for o in options if o.kind != "group"}
-
-    # sizes ---------------------------------------------------------------------------------
-    @property
-    def n_targets(self) -> int:
-        return len(self.targets)
-
-    @property
-    def n_strategies(self) -> int:
-        return len(self.strategy_names)
-
-    @property
-    def n_actions(self) -> int:
-        return 1 + self.n_targets * self.n_strategies
+        # sizes are plain attributes: decode() runs on every env step
+        self.n_targets: int = len(self.targets)
+        self.n_strategies: int = len(self.strategy_names)
+        self.n_actions: int = 1 + self.n_targets * self.n_strategies
 
     @property
     def group_target(self) -> int:
