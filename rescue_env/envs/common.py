@@ -56,20 +56,10 @@ def make_backend(dynamics: str | ClientBackend, scenario: str, params: DynamicsP
     raise ValueError(f"unknown dynamics {dynamics!r}: use 'calibrated', or pass a backend instance (e.g. an LLM backend)")
 
 
-def start_session(
-    dialogues: Sequence[Dialogue],
-    rng: np.random.Generator,
-    options: dict[str, Any],
-    *,
-    backend: ClientBackend,
-    encoding: ActionEncoding,
-    min_prefix: int,
-    record: bool,
-    text_bank: TextBank,
-    prefix_cache: dict | None = None,
-) -> Session:
-    """A session on a seeded draw of dialogue and cut row (``options`` may fix either:
-    ``{"dialogue": sample_id, "start_row": k}``)."""
+def start_session(env: Any, rng: np.random.Generator, options: dict[str, Any]) -> Session:
+    """A session of an env set up by :func:`configure_session_env`, on a seeded draw of
+    dialogue and cut row (``options`` may fix either: ``{"dialogue": sample_id, "start_row": k}``)."""
+    dialogues = env.dialogues
     if "dialogue" in options:
         matches = [d for d in dialogues if d.sample_id == options["dialogue"]]
         if not matches:
@@ -81,9 +71,11 @@ def start_session(
     if "start_row" in options:
         start = int(options["start_row"])
     else:
-        low = min(min_prefix, n_rows - 1)
+        low = min(env.min_prefix, n_rows - 1)
         start = int(rng.integers(low, n_rows)) if n_rows > 1 else 0
-    return Session(dialogue, start, backend, encoding, rng, record=record, text_bank=text_bank, prefix_cache=prefix_cache)
+    return Session(
+        dialogue, start, env.backend, env.encoding, rng, record=env.record_transcript, text_bank=env.text_bank, prefix_cache=env.prefix_cache
+    )
 
 
 def configure_session_env(

@@ -148,17 +148,7 @@ class GroupSupportEnv(gym.Env):
     # -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.session = start_session(
-            self.dialogues,
-            self.np_random,
-            options or {},
-            backend=self.backend,
-            encoding=self.encoding,
-            min_prefix=self.min_prefix,
-            record=self.record_transcript,
-            text_bank=self.text_bank,
-            prefix_cache=self.prefix_cache,
-        )
+        self.session = start_session(self, self.np_random, options or {})
         self._mask = self.encoding.mask(self.session.n)
         self._factored = self.encoding.factored_mask(self.session.n)
         self.book = EpisodeBook(self.session, self.reward_cfg, self.settle_threshold, self.settle_steps)

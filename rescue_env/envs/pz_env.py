@@ -135,17 +135,7 @@ class GroupSupportParallelEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
             self._np_random, _ = seeding.np_random(seed)
-        self.session = start_session(
-            self.dialogues,
-            self._np_random,
-            options or {},
-            backend=self.backend,
-            encoding=self.encoding,
-            min_prefix=self.min_prefix,
-            record=self.record_transcript,
-            text_bank=self.text_bank,
-            prefix_cache=self.prefix_cache,
-        )
+        self.session = start_session(self, self._np_random, options or {})
         n = self.session.n
         self._therapist_mask = self.encoding.mask(n)
         self._client_masks = [self._client_mask(i, n) for i in range(n)]
