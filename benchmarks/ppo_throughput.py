@@ -13,7 +13,6 @@ import argparse
 import statistics
 import time
 
-import gymnasium as gym
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
