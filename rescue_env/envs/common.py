@@ -140,6 +140,9 @@ class Observer:
                 "tempo": spaces.Box(0.0, 1.0, (2,), np.float32),
             }
         )
+        # precomputed rows copied per step: cheaper than building them
+        self._one_hot = np.eye(len(self.patterns) + 1, dtype=np.float32)
+        self._present = {k: (np.arange(cap) < k).astype(np.float32) for k in range(1, cap + 1)}
 
     def observe(self, session: Session) -> dict[str, np.ndarray]:
         return self.observe_state(session.state, session.t, session.streak)
@@ -147,18 +150,29 @@ class Observer:
     def observe_state(self, st: GroupState, t: int = 0, streak: int = 0) -> dict[str, np.ndarray]:
         """The observation of a bare state (e.g. one extracted from a real dialogue)."""
         n, cap = st.n, self.cap
-        distress = np.zeros(cap, np.float32)
-        distress[:n] = st.distress
-        stance = np.zeros((cap, cap), np.float32)
-        stance[:n, :n] = st.stance
-        pattern = np.zeros(len(self.patterns) + 1, np.float32)
-        pattern[self._index.get(st.pattern, len(self.patterns)) if st.pattern else len(self.patterns)] = 1.0
-        present = np.zeros(cap, np.float32)
-        present[:n] = 1.0
-        untended = np.zeros(cap, np.float32)
-        untended[:n] = np.minimum(st.untended, 10) / 10.0
+        if n == cap:  # a full group (every couple) needs no padding: one conversion per entry
+            distress = st.distress.astype(np.float32)
+            stance = st.stance.astype(np.float32)
+            untended = np.minimum(st.untended, 10).astype(np.float32)
+            untended *= 0.1
+        else:
+            distress = np.zeros(cap, np.float32)
+            distress[:n] = st.distress
+            stance = np.zeros((cap, cap), np.float32)
+            stance[:n, :n] = st.stance
+            untended = np.zeros(cap, np.float32)
+            untended[:n] = np.minimum(st.untended, 10) * 0.1
+        n_patterns = len(self.patterns)
+        pattern = self._one_hot[self._index.get(st.pattern, n_patterns) if st.pattern else n_patterns].copy()
         tempo = np.array([min(t / self.horizon, 1.0), min(streak / 3.0, 1.0)], np.float32)
-        return {"distress": distress, "stance": stance, "pattern": pattern, "present": present, "untended": untended, "tempo": tempo}
+        return {
+            "distress": distress,
+            "stance": stance,
+            "pattern": pattern,
+            "present": self._present[n].copy(),
+            "untended": untended,
+            "tempo": tempo,
+        }
 
 
 class EpisodeBook:
