@@ -4,17 +4,13 @@ data file, and an in-process ``rescue`` runner."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import random
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+from rescue_cli_helpers import Run, invoke  # noqa: F401  (re-exported for the LLM tests)
 
 #: A fake API key; no file or log line of a run may contain it.
 SENTINEL = "sk-SENTINEL-llm-path-3d9f0b7a"
@@ -84,33 +80,6 @@ def llm_args(base_url: str, data: Path, run_dir: Path, *extra: str) -> list[str]
         "progress=false",
         *extra,
     ]
-
-
-@dataclass
-class Run:
-    """One ``rescue`` command run in-process: exit code and printed output."""
-
-    rc: int
-    out: str
-    err: str
-
-
-def invoke(argv: list[str], *, env: dict[str, str] | None = None) -> Run:
-    """``rescue ARGV`` in this process, capturing its output and restoring ``sys.argv`` and
-    the environment afterwards; a Hydra failure (which exits) comes back as ``rc != 0``."""
-    from experiments.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "argv", list(sys.argv))
-        for k, v in (env or {}).items():
-            mp.setenv(k, v)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main([str(a) for a in argv])
-            except SystemExit as e:
-                rc = e.code if isinstance(e.code, int) else 1
-    return Run(rc, out.getvalue(), err.getvalue())
 
 
 def lines_of(path: Path) -> list[dict[str, Any]]:
