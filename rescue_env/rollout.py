@@ -165,13 +165,18 @@ def run_episode(
     try:
         while not done:
             action = int(agent.act(obs, info["action_mask"], info["state"]))
-            obs, _, terminated, truncated, info = step_with_text(env, action, _utterance(agent, action))
-            done = terminated or truncated
-            decision = env.encoding.decode(action) if not info["invalid_action"] else None
-            record.trace.append(_trace_point(info["state"], decision, env, members))
+            obs, info, done = _advance(env, record, members, action, _utterance(agent, action))
     except EpisodeFailed as exc:
         return _finish(record, env, agent, None, str(exc) or type(exc).__name__)
     return _finish(record, env, agent, info)
+
+
+def _advance(env: GroupSupportEnv, record: EpisodeRecord, members: list[str], action: int, text: str) -> tuple[Any, dict[str, Any], bool]:
+    """Play one step and trace it; returns (observation, info, episode over)."""
+    obs, _, terminated, truncated, info = step_with_text(env, action, text)
+    decision = env.encoding.decode(action) if not info["invalid_action"] else None
+    record.trace.append(_trace_point(info["state"], decision, env, members))
+    return obs, info, terminated or truncated
 
 
 async def arun_episode(
@@ -195,10 +200,7 @@ async def arun_episode(
                 session = env.session
                 move, _ = session.move_for(action, text)  # type: ignore[union-attr]
                 await prefetch(session.state, move, session.rng, streak=session.streak)  # type: ignore[union-attr]
-            obs, _, terminated, truncated, info = step_with_text(env, action, text)
-            done = terminated or truncated
-            decision = env.encoding.decode(action) if not info["invalid_action"] else None
-            record.trace.append(_trace_point(info["state"], decision, env, members))
+            obs, info, done = _advance(env, record, members, action, text)
     except EpisodeFailed as exc:
         return _finish(record, env, agent, None, str(exc) or type(exc).__name__)
     return _finish(record, env, agent, info)
