@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from gymnasium import spaces as gym_spaces
 
 from agents.base import Ranking
 from rescue_env.envs.common import Observer
@@ -47,7 +48,12 @@ def load_policy(path: str | Path, algo: str | None = None):
 
 class SB3Agent:
     """Acts with a trained policy on the env's observation; ranks through its action
-    distribution (masked when the policy is maskable)."""
+    distribution (masked when the policy is maskable).
+
+    Takes the Gymnasium env's ``Dict`` observation either way: a policy trained on flat
+    vectors (``MlpPolicy`` on :class:`~rescue_env.envs.vec_env.GroupSupportVecEnv`, what
+    ``rescue train`` does) gets it flattened; a ``MultiInputPolicy`` gets it as is.
+    """
 
     def __init__(self, model: Any, scenario: str, encoding: ActionEncoding | None = None, *, deterministic: bool = True, name: str = "trained", horizon: int = 30):
         self.model = model
@@ -57,6 +63,10 @@ class SB3Agent:
         self.name = name
         self.maskable = type(model).__name__ == "MaskablePPO"
         self.observer = Observer(self.encoding, patterns(scenario), horizon)
+        space = model.observation_space
+        self.flat = isinstance(space, gym_spaces.Box)
+        if self.flat and space.shape != self.observer.flat_space.shape:
+            raise ValueError(f"policy takes observations of shape {space.shape}, the {scenario} env gives {self.observer.flat_space.shape}: trained on another scenario or group cap?")
         expected = self.encoding.n_actions
         if getattr(model.action_space, "n", expected) != expected:
             raise ValueError(f"policy has {model.action_space.n} actions, the {scenario} env has {expected}: trained on another scenario or group cap?")
@@ -64,7 +74,13 @@ class SB3Agent:
     def reset(self, *, seed: int | None = None) -> None:
         pass
 
+    def _prepare(self, observation: Any) -> Any:
+        if self.flat and isinstance(observation, dict):
+            return self.observer.flatten(observation)
+        return observation
+
     def act(self, observation: Any, action_mask: np.ndarray, state: GroupState | None = None) -> int:
+        observation = self._prepare(observation)
         if self.maskable:
             action, _ = self.model.predict(observation, action_masks=action_mask.astype(bool), deterministic=self.deterministic)
             return int(action)
@@ -76,7 +92,7 @@ class SB3Agent:
 
     def action_probs(self, observation: dict[str, np.ndarray], mask: np.ndarray | None = None) -> np.ndarray:
         """The policy's distribution over flat actions, restricted to ``mask`` when given."""
-        obs_tensor, _ = self.model.policy.obs_to_tensor(observation)
+        obs_tensor, _ = self.model.policy.obs_to_tensor(self._prepare(observation))
         with torch.no_grad():
             dist = self.model.policy.get_distribution(obs_tensor)
             if self.maskable and mask is not None:

@@ -5,6 +5,10 @@ this run, interleaved over several rounds (the machine is shared and noisy); the
 env is the median over rounds of µs/step, and the ratio is to CartPole's median. Actions
 are drawn beforehand (masked-random for ours) so only ``step`` (and ``reset`` at episode
 ends, as in training) is timed. Targets: couple ≤ 5× CartPole, family ≤ 8×.
+
+The ``VecEnv`` rows time :class:`~rescue_env.envs.vec_env.GroupSupportVecEnv` (8 sessions,
+the batched kernel ``rescue train`` uses) per session step, against CartPole-v1 under SB3's
+``DummyVecEnv`` with 8 envs (the usual SB3 route), also per env step.
 """
 
 from __future__ import annotations
@@ -49,6 +53,21 @@ def time_parallel(env, steps: int, seed: int) -> float:
     return (time.perf_counter() - t0) / steps * 1e6
 
 
+def time_vec(venv, steps: int, seed: int) -> float:
+    """µs per env step of an SB3 VecEnv stepped with masked-random actions."""
+    venv.seed(seed)
+    venv.reset()
+    rng = np.random.default_rng(seed)
+    n = venv.num_envs
+    rounds = max(steps // n, 1)
+    masks = np.stack(venv.env_method("action_masks")) if venv.has_attr("action_masks") else np.ones((n, venv.action_space.n), bool)
+    actions = np.stack([np.array([rng.choice(np.flatnonzero(masks[i])) for i in range(n)]) for _ in range(rounds)])
+    t0 = time.perf_counter()
+    for a in actions:
+        venv.step(a)
+    return (time.perf_counter() - t0) / (rounds * n) * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=5000)
@@ -61,17 +80,29 @@ def main() -> None:
     }
     built = {k: f() for k, f in envs.items()}
     pz = {"parallel couple": rescue_env.parallel_env("couple"), "parallel family": rescue_env.parallel_env("family")}
-    times: dict[str, list[float]] = {k: [] for k in [*built, *pz]}
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from rescue_env.envs.vec_env import GroupSupportVecEnv
+
+    vecs = {
+        "VecEnv: CartPole-v1 (DummyVecEnv)": make_vec_env("CartPole-v1", n_envs=8),
+        "VecEnv: Couple (GroupSupportVecEnv)": GroupSupportVecEnv("couple", num_envs=8),
+        "VecEnv: Family (GroupSupportVecEnv)": GroupSupportVecEnv("family", num_envs=8),
+    }
+    times: dict[str, list[float]] = {k: [] for k in [*built, *pz, *vecs]}
     for r in range(args.rounds):
         for name, env in built.items():
             times[name].append(time_gym(env, args.steps, seed=r))
         for name, env in pz.items():
             times[name].append(time_parallel(env, args.steps, seed=r))
+        for name, venv in vecs.items():
+            times[name].append(time_vec(venv, args.steps, seed=r))
     ref = statistics.median(times["CartPole-v1"])
-    print(f"{'env':<24}{'µs/step':>10}{'× CartPole':>12}")
+    vec_ref = statistics.median(times["VecEnv: CartPole-v1 (DummyVecEnv)"])
+    print(f"{'env':<38}{'µs/step':>10}{'× CartPole':>12}")
     for name, ts in times.items():
         med = statistics.median(ts)
-        print(f"{name:<24}{med:>10.1f}{med / ref:>12.2f}")
+        print(f"{name:<38}{med:>10.1f}{med / (vec_ref if name.startswith('VecEnv') else ref):>12.2f}")
 
 
 if __name__ == "__main__":

@@ -30,15 +30,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
 from stable_baselines3.common.logger import KVWriter, TensorBoardOutputFormat, configure
-from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import set_random_seed
-from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents import make_agent
 from agents.sb3 import SB3Agent
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
 from rescue_env.envs.gym_env import GroupSupportEnv
+from rescue_env.envs.vec_env import GroupSupportVecEnv
 from rescue_env.rollout import mean_ci, run_episode
 
 log = logging.getLogger(__name__)
@@ -155,7 +154,7 @@ def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
         log.info("resumed from %s at %d steps", path, model.num_timesteps)
         return model
     return cls(
-        "MultiInputPolicy",
+        "MlpPolicy",
         vec_env,
         n_steps=cfg.n_steps,
         batch_size=cfg.batch_size,
@@ -185,14 +184,9 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     train_dialogues, eval_dialogues = split_dialogues(dialogues, cfg.holdout)
     kwargs = env_kwargs(cfg)
 
-    def make(rank: int):
-        def _init():
-            return Monitor(GroupSupportEnv(scenario, data_path=train_dialogues, **kwargs))
-
-        return _init
-
-    vec_env = DummyVecEnv([make(i) for i in range(cfg.n_envs)])
-    vec_env.seed(cfg.seed)
+    # the native VecEnv: flat observations for MlpPolicy, batched calibrated steps, Monitor's
+    # episode statistics; the same episodes as DummyVecEnv over GroupSupportEnv, faster
+    vec_env = GroupSupportVecEnv(scenario, num_envs=cfg.n_envs, seed=cfg.seed, data_path=train_dialogues, **kwargs)
     eval_env = GroupSupportEnv(scenario, data_path=eval_dialogues, **kwargs)
 
     model = build_model(cfg, vec_env, out)

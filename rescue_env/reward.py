@@ -42,8 +42,11 @@ def sigma_star(state: GroupState, intervened: bool, cfg: RewardConfig) -> tuple[
     # plain floats: numpy reductions on 2-6 values cost more than the arithmetic (hot path)
     d = state.distress.tolist()
     n = len(d)
+    total = 0.0
+    for x in d:  # left to right, like the batched kernel (bit-equal rewards on any Python)
+        total += x
     components = {
-        "mean_distress": -cfg.w_mean * (sum(d) / n if n else 0.0),
+        "mean_distress": -cfg.w_mean * (total / n if n else 0.0),
         "stance": cfg.beta * state.mean_stance(),
         "max_distress": -cfg.lam * (max(d) if n else 0.0),
         "intervention_cost": -cfg.cost * float(intervened),

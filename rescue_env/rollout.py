@@ -142,7 +142,7 @@ def _finish(record: EpisodeRecord, env: GroupSupportEnv, agent: Any, info: dict[
     if error:
         record.failed, record.error = True, error
     else:
-        record.stats = info["episode"]  # type: ignore[index]
+        record.stats = info["episode_stats"]  # type: ignore[index]
         if hasattr(agent, "episode_fallbacks"):
             record.stats["therapist_fallbacks"] = int(agent.episode_fallbacks)
     if env.record_transcript and env.session is not None:

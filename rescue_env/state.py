@@ -166,7 +166,13 @@ class GroupState:
         n = len(self.members)
         if n < 2:
             return 0.0
-        return float(self.stance.sum()) / (n * (n - 1))
+        # a plain left-to-right sum: the batched training kernel adds in the same order, so
+        # both give bit-equal rewards (numpy's pairwise sum and Python 3.12's sum() differ)
+        total = 0.0
+        for row in self.stance.tolist():
+            for x in row:
+                total += x
+        return total / (n * (n - 1))
 
     def copy(self) -> GroupState:
         """An independent copy (arrays and lists copied; strings and tuples shared)."""

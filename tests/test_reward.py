@@ -87,7 +87,7 @@ def test_components_in_info_sum_to_the_reward(scenario):
         assert comp["max_distress"] == pytest.approx(-0.9 * st.distress.max())
         assert comp["mean_distress"] == pytest.approx(-1.3 * st.distress.mean())
         assert comp["stance"] == pytest.approx(0.7 * st.mean_stance())
-    ep = infos[-1]["episode"]
+    ep = infos[-1]["episode_stats"]
     for k in COMPONENTS:
         assert ep["sigma"][k] == pytest.approx(sum(i["sigma"][k] for i in infos))
 
@@ -100,7 +100,7 @@ def test_sigma_return_is_the_discounted_sum(gamma):
     assert all("sigma_return" not in i for i in infos[:-1])
     expected = math.fsum(g**t * r for t, r in enumerate(rewards))
     assert infos[-1]["sigma_return"] == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    assert infos[-1]["episode"]["sigma_return"] == infos[-1]["sigma_return"]
+    assert infos[-1]["episode_stats"]["sigma_return"] == infos[-1]["sigma_return"]
     assert infos[-1]["sigma_return"] != pytest.approx(sum(rewards))  # the discount matters
 
 

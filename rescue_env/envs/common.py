@@ -140,39 +140,50 @@ class Observer:
                 "tempo": spaces.Box(0.0, 1.0, (2,), np.float32),
             }
         )
-        # precomputed rows copied per step: cheaper than building them
-        self._one_hot = np.eye(len(self.patterns) + 1, dtype=np.float32)
-        self._present = {k: (np.arange(cap) < k).astype(np.float32) for k in range(1, cap + 1)}
+        # The flat layout is gymnasium's ``spaces.flatten`` of the Dict (keys in sorted order),
+        # so a policy trained on the vectorised env's flat vectors acts on ``flatten(space, obs)``.
+        self.flat_space = spaces.flatten_space(self.space)
+        assert list(self.space.spaces) == ["distress", "pattern", "present", "stance", "tempo", "untended"]
+        self._slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
+        start = 0
+        for key, box in self.space.spaces.items():
+            size = int(np.prod(box.shape))
+            self._slices[key] = (slice(start, start + size), box.shape)
+            start += size
+        # precomputed pieces of the flat list: cheaper to concatenate than to build (hot path)
+        self._one_hot = np.eye(len(self.patterns) + 1).tolist()
+        self._present = {k: [1.0] * k + [0.0] * (cap - k) for k in range(1, cap + 1)}
+        self._zeros = [[0.0] * k for k in range(cap * cap + 1)]
 
     def observe(self, session: Session) -> dict[str, np.ndarray]:
         return self.observe_state(session.state, session.t, session.streak)
 
+    def flat_values(self, st: GroupState, t: int = 0, streak: int = 0) -> list[float]:
+        """The observation as a flat list in :attr:`flat_space` order (what the vectorised
+        env writes into its buffer; the ``Dict`` observation is built from it)."""
+        n, cap = st.n, self.cap
+        pad = self._zeros[cap - n]
+        k = self._index.get(st.pattern, len(self.patterns)) if st.pattern else len(self.patterns)
+        if n == cap:  # a full group (every couple) needs no padding
+            stance = st.stance.ravel().tolist()
+        else:
+            stance = []
+            for row in st.stance.tolist():
+                stance += row
+                stance += pad
+            stance += self._zeros[(cap - n) * cap]
+        tempo = [t / self.horizon if t < self.horizon else 1.0, streak / 3.0 if streak < 3 else 1.0]
+        untended = [0.1 * u if u < 10 else 1.0 for u in st.untended.tolist()]
+        return st.distress.tolist() + pad + self._one_hot[k] + self._present[n] + stance + tempo + untended + pad
+
+    def flatten(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        """A ``Dict`` observation as the flat vector a flat-observation policy takes."""
+        return np.concatenate([np.asarray(observation[key], np.float32).ravel() for key in self._slices])
+
     def observe_state(self, st: GroupState, t: int = 0, streak: int = 0) -> dict[str, np.ndarray]:
         """The observation of a bare state (e.g. one extracted from a real dialogue)."""
-        n, cap = st.n, self.cap
-        if n == cap:  # a full group (every couple) needs no padding: one conversion per entry
-            distress = st.distress.astype(np.float32)
-            stance = st.stance.astype(np.float32)
-            untended = np.minimum(st.untended, 10).astype(np.float32)
-            untended *= 0.1
-        else:
-            distress = np.zeros(cap, np.float32)
-            distress[:n] = st.distress
-            stance = np.zeros((cap, cap), np.float32)
-            stance[:n, :n] = st.stance
-            untended = np.zeros(cap, np.float32)
-            untended[:n] = np.minimum(st.untended, 10) * 0.1
-        n_patterns = len(self.patterns)
-        pattern = self._one_hot[self._index.get(st.pattern, n_patterns) if st.pattern else n_patterns].copy()
-        tempo = np.array([min(t / self.horizon, 1.0), min(streak / 3.0, 1.0)], np.float32)
-        return {
-            "distress": distress,
-            "stance": stance,
-            "pattern": pattern,
-            "present": self._present[n].copy(),
-            "untended": untended,
-            "tempo": tempo,
-        }
+        flat = np.array(self.flat_values(st, t, streak), np.float32)
+        return {key: flat[sl].reshape(shape) for key, (sl, shape) in self._slices.items()}
 
 
 class EpisodeBook:

@@ -57,7 +57,9 @@ class GroupSupportEnv(gym.Env):
     ``terminated`` when the group settles (every member's distress below
     ``settle_threshold`` for ``settle_steps`` steps; off with ``terminate_on_settle=False``);
     ``truncated`` at ``horizon`` steps. The final ``info`` carries ``sigma_return`` (discounted
-    with ``reward.gamma``) and ``episode`` statistics.
+    with ``reward.gamma``) and ``episode_stats`` (components, final and peak worst-off
+    distress, untended turns…; not ``episode``, which SB3's ``Monitor`` and gymnasium's
+    ``RecordEpisodeStatistics`` own).
 
     ## Information
     ``state`` (a copy of the :class:`~rescue_env.state.GroupState`), ``sigma``,
@@ -166,11 +168,9 @@ class GroupSupportEnv(gym.Env):
             raise ValueError(f"action {action!r} is not an integer in {self.action_space}") from None
         if a != action or not 0 <= a < self.encoding.n_actions:
             raise ValueError(f"action {action!r} outside {self.action_space}")
-        result = self.session.step(a)
-        self._last = result
-        reward, components = self.book.record(result.move, result.invalid_action)
-        terminated = self.terminate_on_settle and self.book.settled
-        truncated = not terminated and self.session.t >= self.horizon
+        reward, components, terminated, truncated = self._advance(a)
+        result = self._last
+        assert result is not None
         info = self._info()
         info["sigma"] = components
         info["intervened"] = result.move.intervene
@@ -179,8 +179,19 @@ class GroupSupportEnv(gym.Env):
             info["rows"] = result.rows
         if terminated or truncated:
             info["sigma_return"] = self.book.sigma_return
-            info["episode"] = self.book.stats()
+            info["episode_stats"] = self.book.stats()
         return self._get_obs(), float(reward), terminated, truncated, info
+
+    def _advance(self, action: int) -> tuple[float, dict[str, float], bool, bool]:
+        """Move the session and the σ* book one step on a checked flat action: (reward,
+        components, terminated, truncated). Shared with the vectorised env, which builds
+        no per-step info."""
+        result = self.session.step(action)  # type: ignore[union-attr]
+        self._last = result
+        reward, components = self.book.record(result.move, result.invalid_action)
+        terminated = self.terminate_on_settle and self.book.settled
+        truncated = not terminated and self.session.t >= self.horizon  # type: ignore[union-attr]
+        return reward, components, terminated, truncated
 
     # -------------------------------------------------------------------------------------
     def render(self):

@@ -178,7 +178,7 @@ class GroupSupportParallelEnv(ParallelEnv):
             infos[THERAPIST_AGENT]["rows"] = result.rows
         if terminated or truncated:
             infos[THERAPIST_AGENT]["sigma_return"] = self.book.sigma_return
-            infos[THERAPIST_AGENT]["episode"] = self.book.stats()
+            infos[THERAPIST_AGENT]["episode_stats"] = self.book.stats()
         terminations = {a: terminated for a in self.agents}
         truncations = {a: truncated for a in self.agents}
         if terminated or truncated:

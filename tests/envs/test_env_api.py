@@ -216,7 +216,7 @@ def test_episode_ends_when_the_group_settles(scenario):
     env.reset(seed=0)
     for t in range(3):
         _, _, term, trunc, info = env.step(0)
-    assert term and not trunc and info["episode"]["steps"] == 3 and "sigma_return" in info
+    assert term and not trunc and info["episode_stats"]["steps"] == 3 and "sigma_return" in info
     # a threshold nobody reaches never terminates; the horizon truncates
     env = GroupSupportEnv(scenario, settle_threshold=-1.0, horizon=6)
     env.reset(seed=0)
@@ -236,7 +236,7 @@ def test_episode_statistics():
     env.reset(seed=1)
     for t in range(8):
         _, _, _, _, info = env.step(enc.encode(0, 0) if t < 3 else 0)
-    ep = info["episode"]
+    ep = info["episode_stats"]
     assert ep["steps"] == 8 and ep["interventions"] == 3 and ep["invalid_actions"] == 0
     a, b = env.session.members
     assert ep["untended_turns"] == {a: 5, b: 8}

@@ -171,7 +171,7 @@ def test_episode_end_clears_agents_and_reports_return():
         assert all(v == (t == 2) for v in trunc.values())
         assert not any(term.values())
     assert par.agents == []
-    assert "sigma_return" in infos["therapist"] and infos["therapist"]["episode"]["steps"] == 3
+    assert "sigma_return" in infos["therapist"] and infos["therapist"]["episode_stats"]["steps"] == 3
     with pytest.raises(RuntimeError):
         par.step({"therapist": 0})
 
