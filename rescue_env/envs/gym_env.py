@@ -120,6 +120,7 @@ class GroupSupportEnv(gym.Env):
         self.session: Session | None = None
         self._mask = np.ones(self.encoding.n_actions, dtype=np.int8)
         self._factored: tuple[np.ndarray, ...] = ()
+        self._masks_by_size: dict[int, tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}
         self._last: StepResult | None = None
 
     # -------------------------------------------------------------------------------------
@@ -149,15 +150,23 @@ class GroupSupportEnv(gym.Env):
 
     # -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        self.session = start_session(self, self.np_random, options or {})
-        self._mask = self.encoding.mask(self.session.n)
-        self._factored = self.encoding.factored_mask(self.session.n)
-        self.book = EpisodeBook(self.session, self.reward_cfg, self.settle_threshold, self.settle_steps)
-        self._last = None
+        self._begin(seed, options)
         info = self._info()
         info["action_mask_factored"] = self.action_mask_factored()
         return self._get_obs(), info
+
+    def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
+        """Start an episode (session, masks, σ* book) without building an observation or
+        info: the part of :meth:`reset` the vectorised env needs at every auto-reset."""
+        super().reset(seed=seed)
+        self.session = start_session(self, self.np_random, options or {})
+        n = self.session.n
+        masks = self._masks_by_size.get(n)
+        if masks is None:  # fixed per group size: built once per env
+            masks = self._masks_by_size[n] = (self.encoding.mask(n), self.encoding.factored_mask(n))
+        self._mask, self._factored = masks
+        self.book = EpisodeBook(self.session, self.reward_cfg, self.settle_threshold, self.settle_steps)
+        self._last = None
 
     def step(self, action):
         if self.session is None:

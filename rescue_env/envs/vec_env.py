@@ -113,8 +113,8 @@ class GroupSupportVecEnv(VecEnv):
         self._obs = np.zeros((self.num_envs, *self.observation_space.shape), dtype=np.float32)
         self._rewards = np.zeros(self.num_envs, dtype=np.float32)
         self._dones = np.zeros(self.num_envs, dtype=bool)
-        self._ep_return = [0.0] * self.num_envs
-        self._ep_length = [0] * self.num_envs
+        self._ep_return = np.zeros(self.num_envs)
+        self._ep_length = np.zeros(self.num_envs, dtype=np.int64)
         self._actions = np.zeros(self.num_envs, dtype=np.int64)
         self._t_start = time.time()
         self._draws: list[tuple[np.random.Generator, np.ndarray, np.ndarray]] = []
@@ -125,10 +125,9 @@ class GroupSupportVecEnv(VecEnv):
     # SB3 VecEnv API --------------------------------------------------------------------
     def reset(self) -> VecEnvObs:
         for i, env in enumerate(self.envs):
-            options = self._options[i] or None
-            env.reset(seed=self._seeds[i], options=options)
-            self._ep_return[i] = 0.0
-            self._ep_length[i] = 0
+            env._begin(self._seeds[i], self._options[i] or None)
+        self._ep_return[:] = 0.0
+        self._ep_length[:] = 0
         self._reset_seeds()
         self._reset_options()
         self._started = True
@@ -157,15 +156,16 @@ class GroupSupportVecEnv(VecEnv):
         rewards = kernel.rewards
         dones = kernel.terminated | kernel.truncated
         self._obs[:] = kernel.obs
+        self._ep_return += rewards
+        self._ep_length += 1
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        for i in range(self.num_envs):
-            self._ep_return[i] += float(rewards[i])
-            self._ep_length[i] += 1
-        for i in np.flatnonzero(dones).tolist():
-            self._sync(i)
-            infos[i] = self._final_info(i, self.envs[i], bool(kernel.terminated[i]), bool(kernel.truncated[i]), kernel.obs[i].copy())
-            self.envs[i].reset()
-            self._load(i)
+        if dones.any():
+            for i in np.flatnonzero(dones).tolist():
+                self._sync(i)
+                infos[i] = self._final_info(i, self.envs[i], bool(kernel.terminated[i]), bool(kernel.truncated[i]), kernel.obs[i].copy())
+                self.envs[i]._begin(None, None)
+                self._ep_return[i], self._ep_length[i] = 0.0, 0
+                self._load(i)
         return self._obs.copy(), rewards.astype(np.float32), dones, infos
 
     def _step_reference(self) -> VecEnvStepReturn:
@@ -179,7 +179,8 @@ class GroupSupportVecEnv(VecEnv):
             self._dones[i] = done
             if done:
                 infos.append(self._final_info(i, env, terminated, truncated, self._flat(env)))
-                env.reset()
+                env._begin(None, None)
+                self._ep_return[i], self._ep_length[i] = 0.0, 0
             else:
                 infos.append({})
             self._obs[i] = self._flat(env)
@@ -325,7 +326,7 @@ class GroupSupportVecEnv(VecEnv):
         return {
             "terminal_observation": np.asarray(terminal, dtype=np.float32),
             "TimeLimit.truncated": truncated and not terminated,
-            "episode": {"r": self._ep_return[i], "l": self._ep_length[i], "t": round(time.time() - self._t_start, 6)},
+            "episode": {"r": float(self._ep_return[i]), "l": int(self._ep_length[i]), "t": round(time.time() - self._t_start, 6)},
             "sigma_return": env.book.sigma_return,
             "episode_stats": env.book.stats(),
         }
