@@ -23,9 +23,10 @@ the server); injected 500s and 429s are answered at once and show up as retries.
 time is the run's concurrent phase (``llm.wall_s``), not data loading or writing files.
 The share of ideal is over the whole phase, ramp-up and final drain included: as the last
 episodes finish, fewer than C requests are in flight, and each of them still needs several
-sequential L. That tail is about the same whatever the number of episodes, so raise
-``--episodes`` to see the steady rate (episode completions come in waves of up to 2C, so a
-percentile "steady" rate as in ``llm_throughput.py`` would mislead here). "run() s" is the
+sequential L. The rollout keeps that tail short by the order in which waiting requests get
+a slot (:mod:`rescue_env.concurrency`: admission index + steps played × window, so episodes
+behind go first and none trails the run); what is left of it is about the same whatever
+the number of episodes, so raise ``--episodes`` to see the steady rate. "run() s" is the
 whole ``run`` call; "client CPU s" the CPU time this process (the client side: rollout,
 env, agents, HTTP client) spent in it. The server runs apart; when client CPU nears the
 wall time, or client and server together exceed the cores, the CPU, not L, sets the pace.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import math
 import os
@@ -36,6 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy import stats
 
+from rescue_env.concurrency import request_priority
 from rescue_env.data.schema import Dialogue
 from rescue_env.envs.gym_env import GroupSupportEnv
 
@@ -180,17 +182,22 @@ def _advance(env: GroupSupportEnv, record: EpisodeRecord, members: list[str], ac
 
 
 async def arun_episode(
-    env: GroupSupportEnv, agent: _Agent, sample_id: str, episode: int, base_seed: int, *, tag: str | None = None
+    env: GroupSupportEnv, agent: _Agent, sample_id: str, episode: int, base_seed: int, *, tag: str | None = None,
+    priority: Callable[[int], int] | None = None,
 ) -> EpisodeRecord:
     """:func:`run_episode` as a coroutine: awaits the agent's ``aact`` (when it has one) and
     the backend's ``prefetch`` (the step's LLM calls) before each synchronous ``env.step``,
-    so episodes run concurrently on one event loop. Same seeds, same episode."""
+    so episodes run concurrently on one event loop. Same seeds, same episode.
+    ``priority(t)`` is the request priority of step ``t``'s LLM calls (default ``t``)."""
     record, obs, info, members = _begin(env, agent, sample_id, episode, base_seed, tag)
     aact = getattr(agent, "aact", None)
     prefetch = getattr(env.backend, "prefetch", None)
     done = False
     try:
         while not done:
+            # the priority of this step's LLM calls (lower first; see arun_episodes)
+            t = env.session.t  # type: ignore[union-attr]
+            request_priority.set(priority(t) if priority is not None else t)
             if aact is not None:
                 action = int(await aact(obs, info["action_mask"], info["state"]))
             else:
@@ -237,9 +244,16 @@ async def arun_episodes(
     ``on_done(record)`` is called as each episode finishes (in finishing order); the records
     are returned in the order of ``jobs``. Episodes are seeded per job, so the order in which
     they run does not change them.
+
+    Their LLM requests queue for the client's slots in the order admission index + steps
+    played × ``max_in_flight`` (:data:`~rescue_env.concurrency.request_priority`): an
+    episode admitted late, or slowed by retries, is served before those ahead of it, so
+    the episodes in flight keep pace and the run does not end on a slow tail.
     """
     free: dict[str, list[GroupSupportEnv]] = defaultdict(list)
-    gate = asyncio.Semaphore(max(1, int(max_in_flight)))
+    window = max(1, int(max_in_flight))
+    gate = asyncio.Semaphore(window)
+    admitted = itertools.count()
     records: list[EpisodeRecord | None] = [None] * len(jobs)
 
     async def one(i: int, job: EpisodeJob) -> None:
@@ -247,7 +261,10 @@ async def arun_episodes(
             env = free[job.scenario].pop() if free[job.scenario] else make_env(job.scenario)
             try:
                 agent = make_agent(job.scenario, job.agent, env)
-                record = await arun_episode(env, agent, job.sample_id, job.episode, base_seed, tag=job.key)
+                seq = next(admitted)
+                record = await arun_episode(
+                    env, agent, job.sample_id, job.episode, base_seed, tag=job.key, priority=lambda t: seq + t * window
+                )
             finally:
                 free[job.scenario].append(env)
             record.agent = job.agent
