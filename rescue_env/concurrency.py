@@ -26,6 +26,10 @@ from contextvars import ContextVar
 #: Priority of the LLM requests made in this context (lower is served first).
 request_priority: ContextVar[int] = ContextVar("request_priority", default=0)
 
+#: Priority of a retried attempt: it already waited its turn once, so it goes first (left
+#: at the back of the queue, the requests that failed last would make the run's tail).
+RETRY_PRIORITY = -(2**62)
+
 
 class PriorityLimiter:
     """At most ``limit`` concurrent holders; waiters served lowest priority first.

@@ -33,7 +33,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from rescue_env.concurrency import PriorityLimiter
+from rescue_env.concurrency import RETRY_PRIORITY, PriorityLimiter
 from rescue_env.llm.cache import ResponseCache, fingerprint
 from rescue_env.llm.config import LLMConfig
 from rescue_env.llm.usage import Usage, UsageStats
@@ -332,7 +332,8 @@ class LLMClient:
             ):
                 with attempt:
                     retries = attempt.retry_state.attempt_number - 1
-                    async with limiter.slot():  # held per attempt, not across backoff sleeps
+                    # held per attempt, not across backoff sleeps; a retry queues first
+                    async with limiter.slot(RETRY_PRIORITY if retries else None):
                         # post() is the SDK's raw route: it skips create()'s per-call walk of
                         # the params against their TypedDicts (~1.4 ms of CPU a request), and
                         # cast_to=object returns the parsed JSON body without building the
