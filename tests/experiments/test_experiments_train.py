@@ -74,6 +74,7 @@ def test_tensorboard_tags_are_namespaced(train_run):
     assert {"charts/", "losses/", "sigma/"} <= prefixes
     assert not prefixes & {"train/", "rollout/", "time/", "eval/"}, "SB3's own prefixes are renamed"
     assert {"sigma/sigma_return_mean", "sigma/final_max_distress", "sigma/sigma_max_distress"} <= set(tags)
+    assert "charts/ep_rew_mean" in tags  # the training VecEnv reports episodes as Monitor does
     assert any(t.startswith("losses/") and "loss" in t for t in tags)
     steps = sorted({e.step for e in tags["sigma/sigma_return_mean"]})
     assert steps == [128, 256]
