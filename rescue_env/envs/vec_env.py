@@ -18,6 +18,9 @@ its logger reads for ``rollout/ep_rew_mean``), ``sigma_return`` and ``episode_st
 MaskablePPO finds the masks through ``env_method("action_masks")``; :meth:`action_masks`
 returns them as one ``(N, A)`` array.
 
+The first step after a fresh install compiles the kernel (about 3 s); numba caches it on
+disk, so later processes start at once.
+
 Example::
 
     from sb3_contrib import MaskablePPO
