@@ -150,7 +150,16 @@ def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
         path = Path(cfg.resume)
         if not path.exists():
             raise FileNotFoundError(f"resume checkpoint {path} does not exist")
-        model = cls.load(path, env=vec_env, device="cpu")
+        try:
+            model = cls.load(path, env=vec_env, device="cpu")
+        except ValueError as exc:
+            if "spaces do not match" not in str(exc).lower():
+                raise
+            raise ValueError(
+                f"checkpoint {path} does not fit this env ({exc}): it was trained on another scenario or group "
+                "cap, or on Dict observations (checkpoints from before the flat training VecEnv); retrain, or "
+                "evaluate it with `rescue rollout policy=...`"
+            ) from exc
         log.info("resumed from %s at %d steps", path, model.num_timesteps)
         return model
     return cls(

@@ -193,6 +193,7 @@ async def arun_episode(
     aact = getattr(agent, "aact", None)
     prefetch = getattr(env.backend, "prefetch", None)
     done = False
+    token = request_priority.set(0)  # restored at the end: the caller's calls keep theirs
     try:
         while not done:
             # the priority of this step's LLM calls (lower first; see arun_episodes)
@@ -210,6 +211,8 @@ async def arun_episode(
             obs, info, done = _advance(env, record, members, action, text)
     except EpisodeFailed as exc:
         return _finish(record, env, agent, None, str(exc) or type(exc).__name__)
+    finally:
+        request_priority.reset(token)
     return _finish(record, env, agent, info)
 
 

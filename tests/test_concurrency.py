@@ -124,3 +124,17 @@ def test_concurrent_rollout_serves_episodes_behind_first(seed_dialogues):
     by_episode = {name: [p for n, p in log if n == name] for name in ("a0", "a1", "a2")}
     assert by_episode["a0"] == [0, 2, 4] and by_episode["a1"] == [1, 3, 5]
     assert by_episode["a2"] == [2, 4, 6]  # admitted third, after a0 ended
+
+
+def test_an_episode_restores_the_callers_priority(seed_dialogues):
+    from rescue_env.rollout import arun_episode
+
+    couple = next(d for d in seed_dialogues if d.scenario == "couple")
+    env = GroupSupportEnv("couple", data_path=[couple], horizon=2, terminate_on_settle=False)
+
+    async def main():
+        request_priority.set(7)
+        await arun_episode(env, _RecordingAgent([], "x"), couple.sample_id, 0, 0, priority=lambda t: 100 + t)
+        return request_priority.get()
+
+    assert asyncio.run(main()) == 7

@@ -386,6 +386,14 @@ class BatchedCalibrated:
         self.terminated = np.zeros(N, np.bool_)
         self.truncated = np.zeros(N, np.bool_)
 
+    def ensure_streak(self, streak: int) -> None:
+        """Grow the ``fatigue ** streak`` table to cover ``streak`` and the next step's
+        (the kernel indexes it unchecked; a horizon lowered mid-episode can leave a session
+        past the table it was built for)."""
+        if streak + 2 > self.fatigue_pow.shape[0]:
+            fatigue = self.backend.params.fatigue
+            self.fatigue_pow = np.array([fatigue**k for k in range(streak + 2)])
+
     def step(self, actions: np.ndarray) -> None:
         """Advance every session by its action (draws must already be in ``U``, ``NOISE``)."""
         step_batch(

@@ -149,11 +149,28 @@ class GroupSupportEnv(gym.Env):
         return self.session.state
 
     # -------------------------------------------------------------------------------------
+    @property
+    def horizon(self) -> int:
+        """Steps before truncation; setting it also rescales the observation's ``tempo``."""
+        return self._horizon
+
+    @horizon.setter
+    def horizon(self, value: int) -> None:
+        if int(value) < 1:
+            raise ValueError(f"horizon must be at least 1, got {value}")
+        self._horizon = int(value)
+        observer = self.__dict__.get("observer")
+        if observer is not None:
+            observer.horizon = self._horizon
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self._begin(seed, options)
+        return self._get_obs(), self._reset_info()
+
+    def _reset_info(self) -> dict[str, Any]:
         info = self._info()
         info["action_mask_factored"] = self.action_mask_factored()
-        return self._get_obs(), info
+        return info
 
     def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
         """Start an episode (session, masks, σ* book) without building an observation or

@@ -67,6 +67,8 @@ from rescue_env.envs.gym_env import GroupSupportEnv
 
 #: env settings the batched kernel bakes in; sessions must agree on them to share it
 _KERNEL_SETTINGS = ("horizon", "reward_cfg", "settle_threshold", "settle_steps", "terminate_on_settle")
+#: attributes whose change rebuilds the kernel
+_KERNEL_ATTRS = frozenset({*_KERNEL_SETTINGS, "backend", "encoding"})
 #: methods that read nothing the kernel moves (masks are fixed for an episode)
 _MASK_METHODS = frozenset({"action_masks", "action_mask_factored"})
 
@@ -96,7 +98,9 @@ class GroupSupportVecEnv(VecEnv):
             ``reward``, ``dynamics``, ``params``…), the same for every env.
 
     ``get_attr``, ``set_attr`` and ``env_method`` see (and may change) the live sessions:
-    the batched state is written back to each env before and read again after.
+    the batched state is written back to each env first, and read again from it before the
+    next step (so a change made through an object ``get_attr`` returned is kept too).
+    ``reset_infos`` holds each env's reset info, as with ``DummyVecEnv``.
     """
 
     def __init__(self, scenario: str = "couple", num_envs: int = 8, *, seed: int | None = None, batched: bool = True, **env_kwargs: Any):
@@ -120,7 +124,8 @@ class GroupSupportVecEnv(VecEnv):
         self._ep_length = np.zeros(self.num_envs, dtype=np.int64)
         self._actions = np.zeros(self.num_envs, dtype=np.int64)
         self._t_start = time.time()
-        self._draws: list[tuple[np.random.Generator, np.ndarray, np.ndarray]] = []
+        self._draws: list[tuple[np.random.Generator, np.ndarray, np.ndarray] | None] = [None] * self.num_envs
+        self._stale: set[int] = set()  # envs to read back before the next step
         self._build_kernel()
         if seed is not None:
             self.seed(seed)
@@ -128,12 +133,13 @@ class GroupSupportVecEnv(VecEnv):
     # SB3 VecEnv API --------------------------------------------------------------------
     def reset(self) -> VecEnvObs:
         for i, env in enumerate(self.envs):
-            env._begin(self._seeds[i], self._options[i] or None)
+            _, self.reset_infos[i] = env.reset(seed=self._seeds[i], options=self._options[i] or None)
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
         self._reset_seeds()
         self._reset_options()
         self._started = True
+        self._stale.clear()
         self._load_all()
         return self._obs.copy()
 
@@ -152,7 +158,11 @@ class GroupSupportVecEnv(VecEnv):
         kernel = self._kernel
         if kernel is None:
             return self._step_reference()
-        for rng, uniforms, normals in self._draws:  # each session's stream, reference order
+        if self._stale:
+            for i in sorted(self._stale):
+                self._load(i)
+            self._stale.clear()
+        for rng, uniforms, normals in self._draws:  # type: ignore[misc]  # each session's stream, reference order
             rng.random(out=uniforms)
             rng.standard_normal(out=normals)
         kernel.step(self._actions)
@@ -167,6 +177,7 @@ class GroupSupportVecEnv(VecEnv):
                 self._sync(i)
                 infos[i] = self._final_info(i, self.envs[i], bool(kernel.terminated[i]), bool(kernel.truncated[i]), kernel.obs[i].copy())
                 self.envs[i]._begin(None, None)
+                self.reset_infos[i] = self.envs[i]._reset_info()
                 self._ep_return[i], self._ep_length[i] = 0.0, 0
                 self._load(i)
         return self._obs.copy(), rewards.astype(np.float32), dones, infos
@@ -183,6 +194,7 @@ class GroupSupportVecEnv(VecEnv):
             if done:
                 infos.append(self._final_info(i, env, terminated, truncated, self._flat(env)))
                 env._begin(None, None)
+                self.reset_infos[i] = env._reset_info()
                 self._ep_return[i], self._ep_length[i] = 0.0, 0
             else:
                 infos.append({})
@@ -197,14 +209,19 @@ class GroupSupportVecEnv(VecEnv):
         idx = list(self._get_indices(indices))
         for i in idx:
             self._sync(i)
+        self._mark_stale(idx)  # the caller may change what it gets (e.g. the live state)
         return [getattr(self.envs[i], attr_name) for i in idx]
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         idx = list(self._get_indices(indices))
-        for i in idx:
+        for i in range(self.num_envs):  # all of them: a kernel rebuild reloads every env
             self._sync(i)
+        for i in idx:
             setattr(self.envs[i], attr_name, value)
-        self._build_kernel()  # a setting the kernel bakes in may have changed
+        if attr_name in _KERNEL_ATTRS:
+            self._build_kernel()
+        else:
+            self._mark_stale(idx)
 
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any) -> list[Any]:
         idx = list(self._get_indices(indices))
@@ -213,8 +230,11 @@ class GroupSupportVecEnv(VecEnv):
         out = []
         for i in idx:
             self._sync(i)
+            session = self.envs[i].session
             out.append(getattr(self.envs[i], method_name)(*method_args, **method_kwargs))
-            self._load(i)
+            if self.envs[i].session is not session:  # the method started a new episode
+                self._ep_return[i], self._ep_length[i] = 0.0, 0
+        self._mark_stale(idx)
         return out
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
@@ -239,7 +259,8 @@ class GroupSupportVecEnv(VecEnv):
         backends = [env.backend for env in self.envs]
         if not (
             self.batched
-            and all(isinstance(b, CalibratedBackend) and _same_params(b.params, backends[0].params) for b in backends)  # type: ignore[attr-defined]
+            # exactly the calibrated model: a subclass may step differently from the kernel
+            and all(type(b) is CalibratedBackend and _same_params(b.params, backends[0].params) for b in backends)  # type: ignore[attr-defined]
             and all(getattr(env, k) == getattr(first, k) for env in self.envs for k in _KERNEL_SETTINGS)
             and all(env.encoding.max_members == first.encoding.max_members for env in self.envs)
         ):
@@ -256,23 +277,29 @@ class GroupSupportVecEnv(VecEnv):
             terminate_on_settle=first.terminate_on_settle,
             obs_size=self.observation_space.shape[0],  # type: ignore[index]
         )
+        self._stale.clear()
         if self._started:
             self._load_all()
 
     def _load_all(self) -> None:
-        self._draws = []
         for i in range(self.num_envs):
             self._load(i)
+
+    def _mark_stale(self, indices: list[int]) -> None:
+        if self._started and self._kernel is not None:
+            self._stale.update(indices)
 
     def _load(self, i: int) -> None:
         """Copy env ``i``'s live session into the batched arrays and its observation row."""
         env = self.envs[i]
         session = env.session
-        assert session is not None
+        if session is None:  # never reset: nothing to read yet
+            return
         self._obs[i] = self._flat(env)
         k = self._kernel
         if k is None:
             return
+        k.ensure_streak(session.t)  # streaks never exceed the steps played
         st, book, n = session.state, env.book, session.n
         k.D[i] = 0.0
         k.D[i, :n] = st.distress
@@ -286,11 +313,7 @@ class GroupSupportVecEnv(VecEnv):
         k.TURNS[i] = 0
         k.TURNS[i, :n] = book.untended_turns
         k.obs[i] = self._obs[i]
-        draw = (session.rng, k.U[i, : 6 + n], k.NOISE[i, : n + n * n])
-        if len(self._draws) > i:
-            self._draws[i] = draw
-        else:
-            self._draws.append(draw)
+        self._draws[i] = (session.rng, k.U[i, : 6 + n], k.NOISE[i, : n + n * n])
 
     def _sync(self, i: int) -> None:
         """Write the batched state of session ``i`` back to its env (session, state, book)."""
@@ -323,7 +346,7 @@ class GroupSupportVecEnv(VecEnv):
     def _flat(self, env: GroupSupportEnv) -> list[float]:
         session = env.session
         assert session is not None
-        return self.observer.flat_values(session.state, session.t, session.streak)
+        return env.observer.flat_values(session.state, session.t, session.streak)
 
     def _final_info(self, i: int, env: GroupSupportEnv, terminated: bool, truncated: bool, terminal: Any) -> dict[str, Any]:
         return {

@@ -408,12 +408,20 @@ class LLMClient:
 def _completion_fields(body: Any) -> tuple[str | None, Usage]:
     """The first choice's text (``None`` when the body has no choice) and the token usage of
     a Chat Completions response body; servers differ in what they omit, so nothing is assumed."""
+    if isinstance(body, str):  # a JSON body the server did not label application/json
+        try:
+            body = json.loads(body)
+        except json.JSONDecodeError:
+            return None, Usage()
     if not isinstance(body, dict):
         return None, Usage()
     reported = body.get("usage")
     usage = Usage()
     if isinstance(reported, dict):
-        usage = Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0))
+        try:
+            usage = Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0))
+        except (TypeError, ValueError):  # a malformed count costs the accounting, not the reply
+            usage = Usage()
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
         return None, usage

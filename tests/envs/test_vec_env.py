@@ -152,3 +152,87 @@ def test_gym_env_final_info_leaves_episode_to_the_wrappers():
         _, _, term, trunc, info = env.step(0)
     assert trunc and info["episode"]["l"] == 3 and info["episode_stats"]["steps"] == 3
     assert rescue_env.__version__
+
+
+def _pair(scenario="couple", n=2, seed=4, **kwargs):
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    fast = GroupSupportVecEnv(scenario, num_envs=n, seed=seed, **kwargs)
+    ref = DummyVecEnv([lambda: GroupSupportEnv(scenario, **kwargs) for _ in range(n)])
+    ref.seed(seed)
+    fast.reset(), ref.reset()
+    return fast, ref
+
+
+def _same_step(fast, ref, actions):
+    space = ref.envs[0].observation_space
+    o1, r1, d1, i1 = fast.step(actions)
+    o2, r2, d2, i2 = ref.step(actions)
+    assert np.array_equal(o1, np.stack([spaces.flatten(space, {k: v[i] for k, v in o2.items()}) for i in range(len(actions))]))
+    assert np.array_equal(r1, r2) and np.array_equal(d1, d2)
+    return i1, i2
+
+
+def test_changes_through_the_vec_api_keep_the_reference_episodes():
+    fast, ref = _pair(terminate_on_settle=False)
+    speak = np.array([1, 1])  # a long streak of interventions
+    for _ in range(10):
+        _same_step(fast, ref, speak)
+    # one env's horizon cut below its streak: the other env keeps its place, the first
+    # truncates next step with the tempo of the new horizon, and nothing reads out of bounds
+    fast.set_attr("horizon", 3, indices=[0])
+    ref.set_attr("horizon", 3, indices=[0])
+    assert fast._kernel is None  # horizons now differ: each env steps its reference
+    i_fast, _ = _same_step(fast, ref, speak)
+    assert i_fast[0]["TimeLimit.truncated"] and i_fast[1] == {}
+    fast.set_attr("horizon", 3)
+    ref.set_attr("horizon", 3)
+    assert fast._kernel is not None
+    for _ in range(6):
+        _same_step(fast, ref, speak)
+    # a change made through the live state is what the next step starts from
+    for venv in (fast, ref):
+        venv.get_attr("state", indices=[1])[0].distress[:] = 0.9
+    _same_step(fast, ref, np.array([0, 0]))
+    # a settable attribute the kernel does not use leaves the episodes alone
+    fast.set_attr("note", "x", indices=[1])
+    _same_step(fast, ref, np.array([0, 4]))
+
+
+def test_env_method_reset_restarts_the_episode_counters():
+    venv = GroupSupportVecEnv("couple", num_envs=2, seed=0, horizon=6, terminate_on_settle=False)
+    venv.reset()
+    for _ in range(4):
+        venv.step(np.array([0, 0]))
+    venv.env_method("reset", indices=[0])
+    for _ in range(6):
+        _, _, dones, infos = venv.step(np.array([0, 0]))
+        if dones[0]:
+            break
+    assert infos[0]["episode"]["l"] == infos[0]["episode_stats"]["steps"] == 6
+
+
+def test_reset_infos_and_methods_before_reset():
+    venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
+    assert venv.env_method("action_masks")[0].all()
+    venv.env_method("reset", seed=1)  # before the VecEnv's reset: no batched state to sync
+    venv.reset()
+    assert all("action_mask" in info and "state" in info for info in venv.reset_infos)
+    for _ in range(40):
+        _, _, dones, _ = venv.step(np.array([0, 0]))
+        if dones.any():
+            i = int(np.flatnonzero(dones)[0])
+            assert venv.reset_infos[i]["state"].n == 2  # the auto-reset's info
+            break
+    else:
+        pytest.fail("no episode ended in 40 steps")
+
+
+def test_a_calibrated_subclass_steps_its_own_code():
+    from rescue_env.dynamics.calibrated import CalibratedBackend
+
+    class Tweaked(CalibratedBackend):
+        pass
+
+    venv = GroupSupportVecEnv("couple", num_envs=2, dynamics=Tweaked("couple"))
+    assert venv._kernel is None

@@ -13,7 +13,7 @@ import pytest
 from llm_data import MESSAGES, TURN_SCHEMA
 
 from rescue_env.llm import LLMClient, LLMConfig, run_sync
-from rescue_env.llm.client import _retry_after_s
+from rescue_env.llm.client import Usage, _completion_fields, _retry_after_s
 from rescue_env.llm.mock_server import Faults
 
 
@@ -246,3 +246,14 @@ def test_run_sync_reuses_client_across_loops_and_refuses_inside_a_loop(serve, cl
             run_sync(coro)
 
     asyncio.run(nested())
+
+
+def test_reply_fields_of_whatever_body_a_server_sends():
+    body = {"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    assert _completion_fields(body) == ("hi", Usage(3, 1))
+    # JSON sent without an application/json content type reaches us as text
+    assert _completion_fields(json.dumps(body)) == ("hi", Usage(3, 1))
+    assert _completion_fields("<html>bad gateway</html>") == (None, Usage())
+    assert _completion_fields({"choices": [], "usage": {"prompt_tokens": 3}}) == (None, Usage(3, 0))
+    assert _completion_fields({"choices": [{"message": {"content": None}}]}) == ("", Usage())
+    assert _completion_fields({"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": "n/a"}}) == ("x", Usage())
