@@ -26,18 +26,21 @@ episodes finish, fewer than C requests are in flight, and each of them still nee
 sequential L. The rollout keeps that tail short by the order in which waiting requests get
 a slot (:mod:`rescue_env.concurrency`: admission index + steps played × window, so episodes
 behind go first and none trails the run); what is left of it is about the same whatever
-the number of episodes, so raise ``--episodes`` to see the steady rate. "run() s" is the
-whole ``run`` call; "client CPU s" the CPU time this process (the client side: rollout,
+the number of episodes (about a second here, more when a retry's backoff falls near the
+end), so the default run is long: at least 16 C episodes, about 40 s at C = 64, L = 0.2 s
+(at 4 C episodes, ``--episodes 29``, they weigh four times as much). "run() s" is the whole
+``run`` call; "client CPU s" the CPU time this process (the client side: rollout,
 env, agents, HTTP client) spent in it. The server runs apart; when client CPU nears the
 wall time, or client and server together exceed the cores, the CPU, not L, sets the pace.
 
 A short warm-up run (one episode per seed dialogue) against the same server first pays the
 imports, the data parse and the server's first connections. Each scenario is then timed
 ``--rounds`` times (the machine is shared and noisy: the same run varies by a few points);
-the row gives the median round, and "range" the lowest and highest share of ideal.
+the row gives the median round, and "range" the lowest and highest share of ideal. The
+server's faults are drawn from one seeded stream, so each round meets other faults.
 
     python benchmarks/llm_rollout_throughput.py [--concurrency 64] [--latency 0.2]
-        [--episodes N_PER_SEED] [--horizon 4] [--fault-rate 0.05] [--rounds 3]
+        [--episodes N_PER_SEED] [--horizon 4] [--fault-rate 0.05] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -115,17 +118,17 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2, help="L: seconds the server takes per good reply")
     parser.add_argument(
         "--episodes", type=int, default=None,
-        help="episodes per seed dialogue (the run's `episodes`); default: enough for >= 4 C episodes",
+        help="episodes per seed dialogue (the run's `episodes`); default: enough for >= 16 C episodes",
     )
     parser.add_argument("--horizon", type=int, default=4, help="env.horizon: steps per episode")
     parser.add_argument("--fault-rate", type=float, default=0.05, help="share of 500s + 429s in the faulty run")
-    parser.add_argument("--rounds", type=int, default=3, help="timed runs per scenario (the median is reported)")
+    parser.add_argument("--rounds", type=int, default=1, help="timed runs per scenario (the median is reported)")
     args = parser.parse_args()
     for noisy in ("httpx", "openai"):  # as `rescue rollout` does: no line per request
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     seeds = len(load_dialogues())
-    per_seed = args.episodes or math.ceil(4 * args.concurrency / seeds)
+    per_seed = args.episodes or math.ceil(16 * args.concurrency / seeds)
     total = per_seed * seeds
     ideal = args.concurrency / args.latency
     print(
