@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import csv
+import functools
 import gc
 import html
 import json
@@ -103,6 +104,17 @@ def make_env(cfg: DictConfig, scenario: str, dialogues: list | str, backend: Any
     )
 
 
+def trained_scenario(policy: str) -> str | None:
+    """The scenario a saved policy acts in (read once per file version, not per scenario)."""
+    path = Path(policy)
+    return _trained_scenario(str(path.resolve()), path.stat().st_mtime_ns if path.exists() else 0)
+
+
+@functools.lru_cache(maxsize=16)
+def _trained_scenario(path: str, mtime_ns: int) -> str | None:
+    return policy_scenario(load_policy(path))
+
+
 def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     """The rollout job (callable without Hydra's CLI for tests)."""
     t0 = time.perf_counter()
@@ -124,7 +136,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         for scenario in scenarios if usage is None else ():
             env = make_env(cfg, scenario, dialogues)
             for name, policy in names:
-                if policy and policy_scenario(load_policy(policy)) not in (None, scenario):
+                if policy and trained_scenario(policy) not in (None, scenario):
                     # a trained policy acts in the scenario it was trained on only
                     print(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
                     continue
@@ -199,7 +211,7 @@ def run_concurrent(
     jobs: list[EpisodeJob] = []
     for scenario in scenarios:
         for name, policy in names:
-            if policy and policy_scenario(load_policy(policy)) not in (None, scenario):
+            if policy and trained_scenario(policy) not in (None, scenario):
                 print(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
                 continue
             for d in (d for d in dialogues if d.scenario == scenario):
