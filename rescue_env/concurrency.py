@@ -60,7 +60,7 @@ class PriorityLimiter:
 
     async def acquire(self, priority: int | None = None) -> None:
         """Wait for a slot (``priority`` defaults to :data:`request_priority`)."""
-        if self._free > 0 and not self.waiting:
+        if self._free > 0:  # a free slot means nobody live is queued: release() hands over first
             self._free -= 1
             return
         prio = request_priority.get() if priority is None else priority

@@ -310,7 +310,9 @@ def step_batch(
 
 class BatchedCalibrated:
     """The packed tables of one calibrated backend, action encoding and reward, and the
-    state arrays of ``num_sessions`` sessions; :meth:`step` runs :func:`step_batch`."""
+    state arrays of ``num_sessions`` sessions; :meth:`step` runs :func:`step_batch`, which
+    writes each session's flat observation into row ``e`` of ``obs`` (float32, ``(N, D)``,
+    owned by the caller)."""
 
     def __init__(
         self,
@@ -323,7 +325,7 @@ class BatchedCalibrated:
         settle_threshold: float,
         settle_steps: int,
         terminate_on_settle: bool,
-        obs_size: int,
+        obs: np.ndarray,
     ):
         sp = backend.params
         cap = encoding.max_members
@@ -381,7 +383,7 @@ class BatchedCalibrated:
         self.TURNS = np.zeros((N, cap), np.int64)
         self.U = np.zeros((N, 6 + cap))
         self.NOISE = np.zeros((N, cap + cap * cap))
-        self.obs = np.zeros((N, obs_size), np.float32)
+        self.obs = obs  # the caller's (N, D) float32 buffer: the kernel writes observations there
         self.rewards = np.zeros(N)
         self.terminated = np.zeros(N, np.bool_)
         self.truncated = np.zeros(N, np.bool_)

@@ -177,8 +177,9 @@ class Observer:
         return st.distress.tolist() + pad + self._one_hot[k] + self._present[n] + stance + tempo + untended + pad
 
     def flatten(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        """A ``Dict`` observation as the flat vector a flat-observation policy takes."""
-        return np.concatenate([np.asarray(observation[key], np.float32).ravel() for key in self._slices])
+        """A ``Dict`` observation as the flat vector a flat-observation policy takes
+        (gymnasium's ``spaces.flatten``; :meth:`flat_values` builds the same layout)."""
+        return spaces.flatten(self.space, observation)
 
     def observe_state(self, st: GroupState, t: int = 0, streak: int = 0) -> dict[str, np.ndarray]:
         """The observation of a bare state (e.g. one extracted from a real dialogue)."""

@@ -199,7 +199,7 @@ class GroupSupportParallelEnv(ParallelEnv):
         """Global state vector (the therapist's observation, flattened)."""
         if self.session is None:
             raise RuntimeError("call reset() before state()")
-        return spaces.flatten(self.observer.space, self.observer.observe(self.session))
+        return self.observer.flatten(self.observer.observe(self.session))
 
 
 def parallel_env(scenario: str = "couple", **kwargs: Any) -> GroupSupportParallelEnv:

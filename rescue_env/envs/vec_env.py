@@ -111,7 +111,6 @@ class GroupSupportVecEnv(VecEnv):
             raise ValueError("GroupSupportVecEnv does not record transcripts: use GroupSupportEnv (or DummyVecEnv over it) for that")
         self.envs = [GroupSupportEnv(scenario, **env_kwargs) for _ in range(int(num_envs))]
         first = self.envs[0]
-        self.observer = first.observer
         self._kernel: BatchedCalibrated | None = None
         self._started = False
         super().__init__(len(self.envs), first.observer.flat_space, first.action_space)
@@ -165,20 +164,17 @@ class GroupSupportVecEnv(VecEnv):
         for rng, uniforms, normals in self._draws:  # type: ignore[misc]  # each session's stream, reference order
             rng.random(out=uniforms)
             rng.standard_normal(out=normals)
-        kernel.step(self._actions)
+        kernel.step(self._actions)  # writes the observations into self._obs
         rewards = kernel.rewards
         dones = kernel.terminated | kernel.truncated
-        self._obs[:] = kernel.obs
         self._ep_return += rewards
         self._ep_length += 1
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         if dones.any():
             for i in np.flatnonzero(dones).tolist():
                 self._sync(i)
-                infos[i] = self._final_info(i, self.envs[i], bool(kernel.terminated[i]), bool(kernel.truncated[i]), kernel.obs[i].copy())
-                self.envs[i]._begin(None, None)
-                self.reset_infos[i] = self.envs[i]._reset_info()
-                self._ep_return[i], self._ep_length[i] = 0.0, 0
+                infos[i] = self._final_info(i, self.envs[i], bool(kernel.terminated[i]), bool(kernel.truncated[i]), self._obs[i].copy())
+                self._restart(i)
                 self._load(i)
         return self._obs.copy(), rewards.astype(np.float32), dones, infos
 
@@ -193,9 +189,7 @@ class GroupSupportVecEnv(VecEnv):
             self._dones[i] = done
             if done:
                 infos.append(self._final_info(i, env, terminated, truncated, self._flat(env)))
-                env._begin(None, None)
-                self.reset_infos[i] = env._reset_info()
-                self._ep_return[i], self._ep_length[i] = 0.0, 0
+                self._restart(i)
             else:
                 infos.append({})
             self._obs[i] = self._flat(env)
@@ -275,7 +269,7 @@ class GroupSupportVecEnv(VecEnv):
             settle_threshold=first.settle_threshold,
             settle_steps=first.settle_steps,
             terminate_on_settle=first.terminate_on_settle,
-            obs_size=self.observation_space.shape[0],  # type: ignore[index]
+            obs=self._obs,
         )
         self._stale.clear()
         if self._started:
@@ -312,7 +306,6 @@ class GroupSupportVecEnv(VecEnv):
         k.UNT[i, :n] = st.untended
         k.TURNS[i] = 0
         k.TURNS[i, :n] = book.untended_turns
-        k.obs[i] = self._obs[i]
         self._draws[i] = (session.rng, k.U[i, : 6 + n], k.NOISE[i, : n + n * n])
 
     def _sync(self, i: int) -> None:
@@ -342,6 +335,13 @@ class GroupSupportVecEnv(VecEnv):
         book.components = {"mean_distress": float(F[F_MEAN]), "stance": float(F[F_STANCE]), "max_distress": float(F[F_MAX]), "intervention_cost": float(F[F_COST])}
         book.invalid, book._settled = int(I[I_INVALID]), int(I[I_SETTLED])
         book.untended_turns = k.TURNS[i, :n].tolist()
+
+    def _restart(self, i: int) -> None:
+        """Auto-reset env ``i`` after its episode ended, as SB3's vectorised envs do."""
+        env = self.envs[i]
+        env._begin(None, None)
+        self.reset_infos[i] = env._reset_info()
+        self._ep_return[i], self._ep_length[i] = 0.0, 0
 
     def _flat(self, env: GroupSupportEnv) -> list[float]:
         session = env.session
