@@ -39,7 +39,8 @@ class DataConfig:
 class EnvConfig:
     """Environment settings (kwargs of ``rescue_env/Couple-v0`` / ``Family-v0``)."""
 
-    #: couple or family (training runs one scenario; rollouts follow each seed dialogue)
+    #: couple or family; rollouts also take all (every scenario in the data, the rollout
+    #: default); training runs one scenario
     scenario: str = "couple"
     #: steps per episode before truncation
     horizon: int = 30
@@ -105,6 +106,9 @@ class RolloutConfig:
     agents: list[str] = field(default_factory=lambda: ["never", "random", "heuristic", "imitation"])
     #: a trained SB3 policy (.zip) added to the comparison as ``trained``
     policy: Optional[str] = None
+    #: reference agent of the paired differences (Δ σ* return on the same episodes, 95 % CI);
+    #: null or an agent not in the run: no paired column
+    compare_to: Optional[str] = "heuristic"
     #: episodes per seed dialogue
     episodes: int = 6
     seed: int = 0

@@ -42,8 +42,9 @@ from experiments.common import load_data, run_dir
 from experiments.config import register_configs
 from rescue_env.data import load_dialogues, resolve_data_path
 from rescue_env.envs.gym_env import GroupSupportEnv
-from rescue_env.report import summary_rows, write_report
-from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, record_from_json, run_episode, summarise
+from rescue_env.comparison import compare
+from rescue_env.report import console_rows, csv_rows, write_report
+from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, record_from_json, run_episode
 
 log = logging.getLogger(__name__)
 register_configs()
@@ -122,7 +123,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     imitation_data = load_dialogues(cfg.imitation_data) if cfg.imitation_data else dialogues
     if cfg.episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {cfg.episodes}")
-    scenarios = [s for s in ("couple", "family") if any(d.scenario == s for d in dialogues)]
+    scenarios = select_scenarios(cfg.env.scenario, dialogues, source)
+    dialogues = [d for d in dialogues if d.scenario in scenarios]
     names = agent_names(cfg)
     out.mkdir(parents=True, exist_ok=True)
     episodes_path = out / "episodes.jsonl"
@@ -159,15 +161,15 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
                         records[name].append(rec)
                         bar.update()
     bar.close()
-    summary = {name: summarise(recs) for name, recs in records.items()}
-    headers, rows = summary_rows(summary)
-    print(tabulate(rows, headers=headers))
+    comparison = compare(records, cfg.compare_to)
+    print_summary(comparison)
     elapsed = time.perf_counter() - t0
-    metrics = {"source": source, "episodes_per_seed": cfg.episodes, "seed": cfg.seed, "elapsed_s": elapsed, "agents": summary}
+    metrics = {"source": source, "episodes_per_seed": cfg.episodes, "seed": cfg.seed, "elapsed_s": elapsed, **comparison}
     if usage is not None:
         print(tabulate(usage_rows(usage), headers=["LLM usage", ""]))
         metrics["llm"] = usage
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
+    headers, rows = csv_rows(comparison)
     with (out / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(headers)
@@ -175,11 +177,55 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if cfg.report:
         sections = [("LLM usage", usage_html(usage))] if usage is not None else []
         report = write_report(
-            out, summary, records, config_text=OmegaConf.to_yaml(cfg), snapshots=cfg.snapshots, extra_sections=sections
+            out, comparison, records, config_text=OmegaConf.to_yaml(cfg), snapshots=cfg.snapshots, extra_sections=sections
         )
-        print(f"report: {report}")
-    print(f"run folder: {out}  ({time.perf_counter() - t0:.1f} s in all)")
+        print(f"report: {report}  (every column, per scenario, with a glossary)")
+    print(f"run folder: {out}  ({elapsed_text(t0)})")
     return metrics
+
+
+def select_scenarios(scenario: str, dialogues: list, source: str) -> list[str]:
+    """The scenarios a rollout plays: ``env=all`` every one in the data, ``env=couple`` /
+    ``env=family`` that one (an error when the data has none of it)."""
+    present = [s for s in ("couple", "family") if any(d.scenario == s for d in dialogues)]
+    if scenario == "all":
+        return present
+    if scenario not in ("couple", "family"):
+        raise ValueError(f"env.scenario must be couple, family or all, got {scenario!r}")
+    if scenario not in present:
+        raise ValueError(f"env={scenario}: no {scenario} dialogue in {source} (it has {', '.join(present) or 'none'}); use env=all")
+    return [scenario]
+
+
+def print_summary(comparison: dict[str, Any]) -> None:
+    """The console summary: the columns that fit 100 characters, scenario rows under each
+    agent; every column is in ``summary.csv`` and ``report.html``."""
+    headers, rows = console_rows(comparison)
+    print(console_table(headers, rows))
+    if comparison["left_out"]:
+        for scenario, agents in comparison["left_out"].items():
+            print(f"note: {scenario} is left out of the pooled rows: {', '.join(agents)} did not play it")
+
+
+def console_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A plain right-aligned table (agent left) with two spaces between columns; no extra
+    header padding, so the summary fits 100 columns."""
+    import tabulate as tab
+
+    padding, tab.MIN_PADDING = tab.MIN_PADDING, 0  # tabulate pads headers by 2 otherwise
+    try:
+        return tab.tabulate(rows, headers=headers, disable_numparse=True, colalign=("left",) + ("right",) * (len(headers) - 1))
+    finally:
+        tab.MIN_PADDING = padding
+
+
+def elapsed_text(t_run: float) -> str:
+    """'X s' since the command started (imports included) and the part in this job."""
+    from experiments import STARTED
+
+    job = time.perf_counter() - t_run
+    total = time.perf_counter() - STARTED
+    return f"{total:.1f} s since the command started, {job:.1f} s in this job" if total > job + 0.05 else f"{job:.1f} s"
 
 
 def uses_llm(cfg: DictConfig) -> bool:

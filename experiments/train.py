@@ -183,6 +183,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     torch.set_num_threads(cfg.torch_threads)
     set_random_seed(cfg.seed)
     scenario = cfg.env.scenario
+    if scenario not in ("couple", "family"):
+        raise ValueError(f"training runs one scenario: env=couple or env=family (got env.scenario={scenario!r})")
     env_id = f"rescue_env/{scenario.capitalize()}-v0"
     run_name = f"{env_id.replace('/', '_')}__{cfg.algo}__{cfg.seed}__{int(time.time())}"
 

@@ -21,7 +21,7 @@ def options(group: str) -> list[str]:
 
 
 def test_every_group_has_its_options():
-    assert options("env") == ["couple", "family"]
+    assert options("env") == ["all", "couple", "family"]
     assert options("dynamics") == ["calibrated", "llm"]
     assert options("reward") == ["sigma_star"]
     assert options("llm") == ["default", "ollama", "openai", "vllm"]
@@ -33,7 +33,8 @@ def test_every_group_has_its_options():
 def test_defaults():
     r = compose("rollout")
     assert r.episodes == 6 and r.seed == 0 and list(r.agents) == ["never", "random", "heuristic", "imitation"]
-    assert r.agent.name is None and r.policy is None and r.data.path is None and r.env.scenario == "couple"
+    assert r.agent.name is None and r.policy is None and r.data.path is None and r.env.scenario == "all"
+    assert r.compare_to == "heuristic"
     assert r.dynamics.name == "calibrated" and r.reward.lam == 1.0 and r.llm.api_key_env == "OPENAI_API_KEY"
     t = compose("train")
     assert t.algo == "maskable_ppo" and t.total_timesteps == 100_000 and t.resume is None and t.reward.gamma == 0.99

@@ -92,17 +92,44 @@ def test_metrics_json_per_agent(rollout_run):
     assert never["untended_turns_max_member"] >= heur["untended_turns_max_member"]
 
 
-def test_summary_csv_one_row_per_agent(rollout_run):
+def test_summary_csv_one_row_per_agent_and_scope(rollout_run):
     with (rollout_run.dir / "summary.csv").open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    header, body = rows[0], rows[1:]
-    assert header[0] == "agent" and "σ* return" in header and "intervene rate" in header
-    assert [r[0] for r in body] == AGENTS
+        rows = list(csv.DictReader(fh))
     m = json.loads((rollout_run.dir / "metrics.json").read_text())
-    col = header.index("σ* return")
-    for r in body:
-        assert len(r) == len(header)
-        assert float(r[col]) == pytest.approx(m["agents"][r[0]]["sigma_return_mean"], abs=1e-3)
+    assert [(r["agent"], r["scenario"]) for r in rows] == [(a, s) for a in AGENTS for s in ("all", "couple", "family")]
+    for r in rows:
+        fig = m["agents"][r["agent"]]
+        if r["scenario"] != "all":
+            fig = fig["by_scenario"][r["scenario"]]
+        assert float(r["σ* return"]) == pytest.approx(fig["sigma_return_mean"], abs=1e-3)
+        assert float(r["speak rate"]) == pytest.approx(fig["intervention_rate"], abs=1e-3)
+    never = next(r for r in rows if r["agent"] == "never" and r["scenario"] == "all")
+    paired = m["agents"]["never"]["paired"]
+    assert float(never["Δ vs heuristic"]) == pytest.approx(paired["mean"], abs=1e-3)
+    assert float(never["Δ 95 % CI low"]) == pytest.approx(paired["ci_low"], abs=1e-3)
+
+
+def test_metrics_compare_every_agent_on_the_same_episodes(rollout_run):
+    m = json.loads((rollout_run.dir / "metrics.json").read_text())
+    assert m["compare_to"] == "heuristic" and m["scenarios"] == ["couple", "family"] == m["pooled_scenarios"]
+    never = m["agents"]["never"]
+    assert "paired" not in m["agents"]["heuristic"]
+    assert never["paired"]["n"] == N_SEEDS and never["paired"]["mean"] < 0
+    assert never["paired"]["ci_low"] <= never["paired"]["mean"] <= never["paired"]["ci_high"]
+    assert {s: f["episodes"] for s, f in never["by_scenario"].items()} == {"couple": 6, "family": 3}
+    # the pairs are episode by episode: Δ is the mean of the per-episode differences
+    objs = lines_of(rollout_run.dir / "episodes.jsonl")
+    ret = {(o["agent"], o["seed_sample_id"], o["episode"]): o["sigma_return"] for o in objs}
+    diffs = [ret["never", s, e] - ret["heuristic", s, e] for (a, s, e) in ret if a == "never"]
+    assert never["paired"]["mean"] == pytest.approx(sum(diffs) / len(diffs))
+
+
+def test_console_summary_fits_100_columns(rollout_run):
+    table = rollout_run.out[: rollout_run.out.index("report:")]
+    lines = [line for line in table.splitlines() if line.strip()]
+    assert max(len(line) for line in lines) <= 100, table
+    assert re.search(r"^never\s+9\s+-\d+\.\d\d ± \d+\.\d\d\s+-\d+\.\d\d \[", table, re.M), table
+    assert re.search(r"^↳ family\s+3\s", table, re.M), table
 
 
 def test_plots(rollout_run):
@@ -134,7 +161,8 @@ def test_report_html_is_self_contained(rollout_run):
 def test_printed_table_names_each_agent(rollout_run):
     lines = rollout_run.out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("agent") and "σ* return" in line)
-    names = [line.split()[0] for line in lines[header + 2 : header + 2 + len(AGENTS)]]
+    rule = next(i for i in range(header, len(lines)) if lines[i].startswith("---"))
+    names = [line.split()[0] for line in lines[rule + 1 : rule + 1 + 3 * len(AGENTS)] if not line.startswith("↳")]
     assert names == AGENTS
     assert "report:" in rollout_run.out and "run folder:" in rollout_run.out
 
@@ -217,7 +245,7 @@ def test_console_script_rescue_rollout(tmp_path, sentinel):
         capture_output=True, text=True, env=env, timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert re.search(r"^never\s+9\s+0\s", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^never\s+9\s", proc.stdout, re.M), proc.stdout
     for name in ("episodes.jsonl", "metrics.json", "summary.csv", "report.html", "plots/comparison.png", "plots/episode_never.png"):
         assert (out / name).is_file(), name
     assert len((out / "episodes.jsonl").read_text().splitlines()) == N_SEEDS
@@ -249,8 +277,14 @@ def test_readme_rollout_with_a_trained_policy_on_the_default_seeds(train_run, re
     assert run.rc == 0, run.err[-1500:]
     m = json.loads((out / "metrics.json").read_text())
     assert list(m["agents"]) == ["never", "trained"]
-    assert m["agents"]["never"]["episodes"] == N_SEEDS
+    # the pooled figures compare like with like: the family seeds leave them for everyone...
+    assert m["pooled_scenarios"] == ["couple"] and m["left_out"] == {"family": ["trained"]}
+    assert m["agents"]["never"]["episodes"] == 6
     assert m["agents"]["trained"]["episodes"] == 6 and m["agents"]["trained"]["failed"] == 0
+    # ...and the per-scenario breakdown keeps them
+    assert m["agents"]["never"]["by_scenario"]["family"]["episodes"] == N_SEEDS - 6
+    assert list(m["agents"]["trained"]["by_scenario"]) == ["couple"]
+    assert "family is left out of the pooled rows: trained did not play it" in run.out
     trained = [o for o in lines_of(out / "episodes.jsonl") if o["agent"] == "trained"]
     assert len(trained) == 6 and {o["scenario"] for o in trained} == {"couple"}
 
@@ -266,3 +300,18 @@ def test_rollout_on_the_real_subset(real_subset_path, rescue, tmp_path):
     objs = lines_of(out / "episodes.jsonl")
     assert {o["seed_sample_id"] for o in objs} == {d.sample_id for d in real}
     assert len(load_dialogues(out / "episodes.jsonl")) == len(real)
+
+
+def test_env_selects_the_scenario(rescue, tmp_path):
+    out = tmp_path / "family"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "env=family", "episodes=1", "agents=[never,heuristic]", "progress=false", "report=false"])
+    assert run.rc == 0, run.err[-2000:]
+    assert {o["scenario"] for o in lines_of(out / "episodes.jsonl")} == {"family"}
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["scenarios"] == ["family"] and m["agents"]["never"]["episodes"] == N_SEEDS - 6
+    assert not re.search(r"^↳", run.out, re.M), "one scenario: no per-scenario rows"
+
+
+def test_env_naming_a_scenario_absent_from_the_data_is_an_error(rescue, couple_seeds_jsonl, tmp_path):
+    run = rescue(["rollout", f"hydra.run.dir={tmp_path / 'x'}", "env=family", f"data.path={couple_seeds_jsonl}", "episodes=1", "agents=[never]", "progress=false"])
+    assert run.rc != 0 and "no family dialogue" in run.err

@@ -1,0 +1,119 @@
+"""Fair comparisons of therapist agents: the same episodes for everyone, per scenario, and
+paired differences against a reference agent.
+
+Every agent of a rollout plays the same (scenario, seed dialogue, episode index) set with the
+same reset seeds (:func:`~rescue_env.rollout.episode_seed`), so two agents' returns on one
+episode differ only by what the agents did (common random numbers). This module turns the
+per-agent episode records into:
+
+- a **per-scenario breakdown**: each scenario summarised over the agents that played it;
+- a **pooled** summary over the scenarios that *every* agent played (an agent that cannot
+  play a scenario — a policy trained on the other one — takes that scenario out of the pooled
+  figures for everyone, instead of comparing unlike sets);
+- per agent, the **paired difference** of σ* return against a reference agent
+  (``compare_to``, the heuristic by default): the mean of ``return(agent, e) −
+  return(reference, e)`` over the episodes ``e`` both finished, with the 95 % Student-t
+  interval of the paired differences (:func:`scipy.stats.ttest_rel`). An interval that
+  excludes 0 means the agents differ on these episodes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from rescue_env.rollout import EpisodeRecord, summarise
+
+#: Scope name of the pooled figures (the scenarios every agent played).
+POOLED = "all"
+
+
+def episode_key(record: EpisodeRecord) -> tuple[str, str, int]:
+    """What makes two agents' episodes the same episode: (scenario, seed dialogue, index)."""
+    return (record.scenario, record.seed_sample_id, record.episode)
+
+
+def paired_difference(
+    records: Sequence[EpisodeRecord], reference: Sequence[EpisodeRecord], confidence: float = 0.95
+) -> dict[str, Any]:
+    """σ* return of ``records`` minus that of ``reference`` on the episodes both finished.
+
+    Returns ``{"mean", "ci_low", "ci_high", "ci95", "n"}``: the mean paired difference, the
+    bounds and half-width of its Student-t interval (``confidence``), and the number of
+    pairs. With fewer than two pairs the interval is NaN (one pair says nothing about the
+    spread); with none every figure is NaN and ``n`` is 0.
+    """
+    ref = {episode_key(r): r.sigma_return for r in reference if not r.failed}
+    pairs = [(r.sigma_return, ref[episode_key(r)]) for r in records if not r.failed and episode_key(r) in ref]
+    nan = float("nan")
+    if not pairs:
+        return {"mean": nan, "ci_low": nan, "ci_high": nan, "ci95": nan, "n": 0}
+    a, b = np.array(pairs, dtype=float).T
+    diff = a - b
+    mean = float(diff.mean())
+    if len(diff) < 2:
+        return {"mean": mean, "ci_low": nan, "ci_high": nan, "ci95": nan, "n": 1}
+    if np.allclose(diff, diff[0]):  # identical differences: a zero-width interval, not NaN
+        return {"mean": mean, "ci_low": mean, "ci_high": mean, "ci95": 0.0, "n": len(diff)}
+    ci = stats.ttest_rel(a, b).confidence_interval(confidence_level=confidence)
+    low, high = float(ci.low), float(ci.high)
+    return {"mean": mean, "ci_low": low, "ci_high": high, "ci95": (high - low) / 2, "n": len(diff)}
+
+
+def compare(
+    records_by_agent: Mapping[str, Sequence[EpisodeRecord]], compare_to: str | None = "heuristic"
+) -> dict[str, Any]:
+    """Per-agent figures on the same episodes, pooled and per scenario, with paired
+    differences against ``compare_to`` (skipped when that agent is not in the run or is
+    null).
+
+    Returns ``{"compare_to", "scenarios", "pooled_scenarios", "left_out", "agents"}``:
+    ``scenarios`` every scenario played, ``pooled_scenarios`` those every agent played,
+    ``left_out`` ``{scenario: [agents that did not play it]}``; ``agents[name]`` is
+    :func:`~rescue_env.rollout.summarise` over the pooled scenarios plus ``"paired"`` (the
+    difference to the reference, absent for the reference itself) and ``"by_scenario"``
+    (the same figures per scenario the agent played).
+    """
+    scenarios = sorted({r.scenario for recs in records_by_agent.values() for r in recs})
+    played = {name: {r.scenario for r in recs} for name, recs in records_by_agent.items()}
+    pooled = [s for s in scenarios if all(s in p for p in played.values())]
+    left_out = {s: [n for n, p in played.items() if s not in p] for s in scenarios if s not in pooled}
+    reference = compare_to if compare_to in records_by_agent else None
+    agents: dict[str, Any] = {}
+    for name, recs in records_by_agent.items():
+        scoped = {POOLED: [r for r in recs if r.scenario in pooled]}
+        scoped.update({s: [r for r in recs if r.scenario == s] for s in scenarios if s in played[name]})
+        figures: dict[str, Any] = {}
+        for scope, rs in scoped.items():
+            fig = summarise(rs)
+            if reference is not None and name != reference:
+                fig["paired"] = paired_difference(rs, records_by_agent[reference])
+            figures[scope] = fig
+        agents[name] = {**figures.pop(POOLED), "by_scenario": figures}
+    return {
+        "compare_to": reference,
+        "scenarios": scenarios,
+        "pooled_scenarios": pooled,
+        "left_out": left_out,
+        "agents": agents,
+    }
+
+
+def scoped_summaries(comparison: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(agent, scope, figures) for every agent: the pooled scope first, then each scenario
+    (the rows of ``summary.csv`` and the report's full table)."""
+    out = []
+    for name, fig in comparison["agents"].items():
+        out.append((name, POOLED, {k: v for k, v in fig.items() if k != "by_scenario"}))
+        out += [(name, scope, f) for scope, f in fig["by_scenario"].items()]
+    return out
+
+
+def is_significant(paired: Mapping[str, Any]) -> bool:
+    """Whether a paired difference's interval excludes 0."""
+    low, high = paired.get("ci_low", math.nan), paired.get("ci_high", math.nan)
+    return bool(low > 0 or high < 0)
