@@ -154,6 +154,8 @@ class TrainConfig:
     torch_threads: int = 1
     #: log static-task figures (ITP/STP/SSP/RPP) of the policy during training
     task_eval: bool = False
+    #: show SB3's progress bar (off in sweeps, whose jobs run side by side)
+    progress: bool = True
 
 
 @dataclass

@@ -140,7 +140,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
             for name, policy in names:
                 if policy and trained_scenario(policy) not in (None, scenario):
                     # a trained policy acts in the scenario it was trained on only
-                    print(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
+                    log.info(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
                     continue
                 agent = make_agent(
                     name, scenario, encoding=env.encoding, seed=cfg.seed, imitation_data=imitation_data,
@@ -166,7 +166,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     elapsed = time.perf_counter() - t0
     metrics = {"source": source, "episodes_per_seed": cfg.episodes, "seed": cfg.seed, "elapsed_s": elapsed, **comparison}
     if usage is not None:
-        print(tabulate(usage_rows(usage), headers=["LLM usage", ""]))
+        log.info(tabulate(usage_rows(usage), headers=["LLM usage", ""]))
         metrics["llm"] = usage
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
     headers, rows = csv_rows(comparison)
@@ -179,8 +179,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         report = write_report(
             out, comparison, records, config_text=OmegaConf.to_yaml(cfg), snapshots=cfg.snapshots, extra_sections=sections
         )
-        print(f"report: {report}  (every column, per scenario, with a glossary)")
-    print(f"run folder: {out}  ({elapsed_text(t0)})")
+        log.info(f"report: {report}  (every column, per scenario, with a glossary)")
+    log.info(f"run folder: {out}  ({elapsed_text(t0)})")
     return metrics
 
 
@@ -201,10 +201,10 @@ def print_summary(comparison: dict[str, Any]) -> None:
     """The console summary: the columns that fit 100 characters, scenario rows under each
     agent; every column is in ``summary.csv`` and ``report.html``."""
     headers, rows = console_rows(comparison)
-    print(console_table(headers, rows))
+    log.info(console_table(headers, rows))
     if comparison["left_out"]:
         for scenario, agents in comparison["left_out"].items():
-            print(f"note: {scenario} is left out of the pooled rows: {', '.join(agents)} did not play it")
+            log.info(f"note: {scenario} is left out of the pooled rows: {', '.join(agents)} did not play it")
 
 
 def console_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -258,7 +258,7 @@ def run_concurrent(
     for scenario in scenarios:
         for name, policy in names:
             if policy and trained_scenario(policy) not in (None, scenario):
-                print(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
+                log.info(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
                 continue
             for d in (d for d in dialogues if d.scenario == scenario):
                 for e in range(cfg.episodes):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,13 @@ from typing import Any
 import hydra
 import numpy as np
 import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
 from stable_baselines3.common.logger import KVWriter, TensorBoardOutputFormat, configure
 from stable_baselines3.common.utils import set_random_seed
+from tabulate import tabulate
 
 from agents import make_agent
 from agents.sb3 import SB3Agent
@@ -38,6 +42,7 @@ from experiments.common import load_data, run_dir
 from experiments.config import register_configs
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
+from rescue_env.comparison import paired_interval
 from rescue_env.rollout import mean_ci, run_episode
 
 log = logging.getLogger(__name__)
@@ -136,7 +141,54 @@ class SigmaEvalCallback(BaseCallback):
                     self.logger.record(f"sigma/{k}", v)
             self.logger.dump(self.num_timesteps)
             self.history.append({"timesteps": self.num_timesteps, **{k: v for k, v in result.items() if k != "returns"}})
+            log.info(
+                "%d steps: held-out σ* return %.2f ± %.2f, worst-off final distress %.2f (%d episodes)",
+                self.num_timesteps, result["sigma_return_mean"], result["sigma_return_ci95"], result["final_max_distress"], self.episodes,
+            )
         return True
+
+
+def hparams(cfg: DictConfig) -> dict[str, Any]:
+    """The run's hyper-parameters as TensorBoard's HParams take them (scalars and strings)."""
+    flat = {
+        "algo": cfg.algo, "env": cfg.env.scenario, "seed": cfg.seed, "total_timesteps": cfg.total_timesteps,
+        "n_envs": cfg.n_envs, "n_steps": cfg.n_steps, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
+        "ent_coef": cfg.ent_coef, "gamma": cfg.gamma, "net_arch": str(list(cfg.net_arch)), "horizon": cfg.env.horizon,
+        "dynamics": cfg.dynamics.name,
+    }
+    flat.update({f"reward.{k}": v for k, v in OmegaConf.to_container(cfg.reward).items() if isinstance(v, (int, float, str, bool))})  # type: ignore[union-attr]
+    return flat
+
+
+#: Metric tags of TensorBoard's HParams view (logged as scalars during and after training).
+HPARAM_METRICS = ("sigma/sigma_return_mean", "final/sigma_return_mean", "final/paired_vs_heuristic", "final/final_max_distress")
+
+
+class HParamsCallback(BaseCallback):
+    """Writes the hyper-parameters to TensorBoard's HParams view when training starts."""
+
+    def __init__(self, values: dict[str, Any]):
+        super().__init__()
+        self.values = values
+
+    def _on_training_start(self) -> None:
+        from stable_baselines3.common.logger import HParam
+
+        self.logger.record("hparams", HParam(self.values, {tag: 0.0 for tag in HPARAM_METRICS}), exclude=("stdout", "log", "json", "csv"))
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def in_sweep() -> bool:
+    """Whether this job is one of a Hydra multirun (parallel jobs: no progress bars)."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def show_progress(cfg: DictConfig) -> bool:
+    """SB3's progress bar: when asked for, on a terminal (not in a log file or a cluster
+    job's output), outside sweeps."""
+    return bool(cfg.progress) and not in_sweep() and sys.stdout.isatty()
 
 
 def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
@@ -206,6 +258,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     model.logger.output_formats.append(NamespacedTensorBoard(str(tb_dir)))
     sigma_cb = SigmaEvalCallback(eval_env, scenario, cfg.eval_freq, cfg.eval_episodes, cfg.seed + 10_000, cfg.env.horizon)
     callbacks: list[BaseCallback] = [
+        HParamsCallback(hparams(cfg)),
         CheckpointCallback(save_freq=max(cfg.checkpoint_freq // cfg.n_envs, 1), save_path=str(out / "checkpoints"), name_prefix="rl_model"),
         sigma_cb,
     ]
@@ -215,7 +268,11 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         callbacks.append(TaskEvalCallback(eval_dialogues, scenario, eval_freq=cfg.eval_freq))
     remaining = max(cfg.total_timesteps - model.num_timesteps, 0)
     t_learn = time.perf_counter()
-    model.learn(total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=not cfg.resume, tb_log_name=run_name)
+    log.info("training %s on %s for %d steps (%d envs); TensorBoard: %s", cfg.algo, env_id, remaining, cfg.n_envs, tb_dir)
+    model.learn(
+        total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=not cfg.resume, tb_log_name=run_name,
+        progress_bar=show_progress(cfg),
+    )
     learn_s = time.perf_counter() - t_learn
     model_path = out / "model.zip"
     model.save(model_path)
@@ -227,6 +284,17 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     for name in ("never", "random", "heuristic", "imitation"):
         agent = make_agent(name, scenario, encoding=eval_env.encoding, seed=cfg.seed, imitation_data=train_dialogues)
         final[name] = evaluate(eval_env, agent, cfg.eval_episodes, cfg.seed + 20_000)
+    # the same held-out episodes for every agent: paired differences to the heuristic
+    for name, result in final.items():
+        if name != "heuristic":
+            result["paired_vs_heuristic"] = paired_interval(result["returns"], final["heuristic"]["returns"])
+    for tag, value in (
+        ("final/sigma_return_mean", final["policy"]["sigma_return_mean"]),
+        ("final/paired_vs_heuristic", final["policy"]["paired_vs_heuristic"]["mean"]),
+        ("final/final_max_distress", final["policy"]["final_max_distress"]),
+    ):
+        model.logger.record(tag, value)
+    model.logger.dump(model.num_timesteps)
     metrics = {
         "run_name": run_name,
         "env_id": env_id,
@@ -243,9 +311,14 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         "elapsed_s": time.perf_counter() - t0,
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
-    rows = [f"{k:<10} {v['sigma_return_mean']:8.3f} ± {v['sigma_return_ci95']:.3f}" for k, v in final.items()]
-    print("held-out σ* return (mean ± 95 % CI):\n" + "\n".join(rows))
-    print(f"model: {model_path}\nrun folder: {out}  ({metrics['elapsed_s']:.0f} s)")
+    rows = []
+    for k, v in final.items():
+        p = v.get("paired_vs_heuristic")
+        delta = "reference" if p is None else f"{p['mean']:+.2f} [{p['ci_low']:+.2f}, {p['ci_high']:+.2f}]"
+        rows.append([k, f"{v['sigma_return_mean']:.2f} ± {v['sigma_return_ci95']:.2f}", delta, f"{v['final_max_distress']:.2f}"])
+    table = tabulate(rows, headers=["agent", "σ* return ± 95 %", "Δ vs heuristic [95 % CI]", "final worst d"], disable_numparse=True)
+    log.info("held-out comparison (%d episodes, the same for every agent):\n%s", cfg.eval_episodes, table)
+    log.info("model: %s\nrun folder: %s  (%.0f s)", model_path, out, metrics["elapsed_s"])
     vec_env.close()
     return metrics
 

@@ -37,31 +37,40 @@ def episode_key(record: EpisodeRecord) -> tuple[str, str, int]:
     return (record.scenario, record.seed_sample_id, record.episode)
 
 
-def paired_difference(
-    records: Sequence[EpisodeRecord], reference: Sequence[EpisodeRecord], confidence: float = 0.95
-) -> dict[str, Any]:
-    """σ* return of ``records`` minus that of ``reference`` on the episodes both finished.
+def paired_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+    """Mean of ``a[k] − b[k]`` (paired: element k of both is the same episode) with its
+    Student-t interval (:func:`scipy.stats.ttest_rel`).
 
-    Returns ``{"mean", "ci_low", "ci_high", "ci95", "n"}``: the mean paired difference, the
-    bounds and half-width of its Student-t interval (``confidence``), and the number of
-    pairs. With fewer than two pairs the interval is NaN (one pair says nothing about the
-    spread); with none every figure is NaN and ``n`` is 0.
+    Returns ``{"mean", "ci_low", "ci_high", "ci95", "n"}``: the mean difference, the bounds
+    and half-width of the interval at ``confidence``, the number of pairs. With fewer than
+    two pairs the interval is NaN (one pair says nothing about the spread); with none every
+    figure is NaN and ``n`` is 0; identical differences give a zero-width interval.
     """
-    ref = {episode_key(r): r.sigma_return for r in reference if not r.failed}
-    pairs = [(r.sigma_return, ref[episode_key(r)]) for r in records if not r.failed and episode_key(r) in ref]
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples must have the same length, got {len(x)} and {len(y)}")
     nan = float("nan")
-    if not pairs:
+    if len(x) == 0:
         return {"mean": nan, "ci_low": nan, "ci_high": nan, "ci95": nan, "n": 0}
-    a, b = np.array(pairs, dtype=float).T
-    diff = a - b
+    diff = x - y
     mean = float(diff.mean())
     if len(diff) < 2:
         return {"mean": mean, "ci_low": nan, "ci_high": nan, "ci95": nan, "n": 1}
-    if np.allclose(diff, diff[0]):  # identical differences: a zero-width interval, not NaN
+    if np.allclose(diff, diff[0]):
         return {"mean": mean, "ci_low": mean, "ci_high": mean, "ci95": 0.0, "n": len(diff)}
-    ci = stats.ttest_rel(a, b).confidence_interval(confidence_level=confidence)
+    ci = stats.ttest_rel(x, y).confidence_interval(confidence_level=confidence)
     low, high = float(ci.low), float(ci.high)
     return {"mean": mean, "ci_low": low, "ci_high": high, "ci95": (high - low) / 2, "n": len(diff)}
+
+
+def paired_difference(
+    records: Sequence[EpisodeRecord], reference: Sequence[EpisodeRecord], confidence: float = 0.95
+) -> dict[str, Any]:
+    """σ* return of ``records`` minus that of ``reference`` on the episodes both finished
+    (matched by :func:`episode_key`), as :func:`paired_interval`."""
+    ref = {episode_key(r): r.sigma_return for r in reference if not r.failed}
+    pairs = [(r.sigma_return, ref[episode_key(r)]) for r in records if not r.failed and episode_key(r) in ref]
+    return paired_interval([a for a, _ in pairs], [b for _, b in pairs], confidence)
 
 
 def compare(

@@ -33,7 +33,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.cm import ScalarMappable  # noqa: E402
-from matplotlib.colors import Normalize  # noqa: E402
+from matplotlib.colors import ListedColormap, Normalize  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from rescue_env.comparison import POOLED, episode_key, scoped_summaries  # noqa: E402
@@ -157,7 +157,10 @@ def plot_snapshots(record: EpisodeRecord, path: Path, count: int = 3) -> Path:
     members = _members(record)
     idx = sorted(set(np.linspace(0, len(record.trace) - 1, max(1, count)).round().astype(int).tolist()))
     side = 3.0 if len(members) <= 3 else 3.6
-    fig, axes = plt.subplots(1, len(idx), figsize=(side * len(idx) + 1.6, side + 0.4), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(idx) + 2, figsize=(side * len(idx) + 1.8, side + 0.4), squeeze=False,
+        gridspec_kw={"width_ratios": [1.0] * len(idx) + [0.06, 0.06], "wspace": 0.35},
+    )
     for ax, t in zip(axes[0], idx):
         p = record.trace[t]
         draw_stance_graph(ax, members, p["distress"], p["stance"], f"t={t}  {p['pattern'] or 'no clear pattern'}")
@@ -166,8 +169,9 @@ def plot_snapshots(record: EpisodeRecord, path: Path, count: int = 3) -> Path:
         ax.set_aspect("equal")
         ax.title.set_fontsize(8)
     # the colour maps of draw_stance_graph: nodes Reds(0.15 + 0.85 d), edges RdYlGn(0.5 + 0.5 g)
-    fig.colorbar(ScalarMappable(Normalize(0, 1), "Reds"), ax=axes[0].tolist(), fraction=0.025, pad=0.01, label="distress d (node)")
-    fig.colorbar(ScalarMappable(Normalize(-1, 1), "RdYlGn"), ax=axes[0].tolist(), fraction=0.025, pad=0.02, label="stance g (edge)")
+    reds = ListedColormap(plt.get_cmap("Reds")(np.linspace(0.15, 1.0, 256)))
+    fig.colorbar(ScalarMappable(Normalize(0, 1), reds), cax=axes[0][-2], label="distress d (nodes)")
+    fig.colorbar(ScalarMappable(Normalize(-1, 1), "RdYlGn"), cax=axes[0][-1], label="stance g (edges)")
     fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -245,7 +249,10 @@ def _transcript_html(record: EpisodeRecord, max_rows: int = 60) -> str:
 
 
 CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+div.wide{overflow-x:auto}
+table.summary td{white-space:nowrap}
+table.summary td:last-child{white-space:normal;min-width:14em}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}
 td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
 th{background:#f0f0f0}
@@ -516,11 +523,11 @@ def glossary(comparison: dict[str, Any] | None = None) -> list[tuple[str, str]]:
 
 def summary_table_html(comparison: dict[str, Any]) -> str:
     headers, rows = summary_rows(comparison)
-    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr>"]
+    out = ['<div class="wide"><table class="summary"><tr>' + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr>"]
     for row in rows:
         cls = "" if row[1] == POOLED else ' class="scope"'
         out.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     return "\n".join(out)
 
 

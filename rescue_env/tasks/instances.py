@@ -5,7 +5,7 @@ An *instance* is one question a predictor answers and one gold answer it is scor
 release, the per-sample directory layout, the bundled seeds, simulated episodes with extra
 per-row columns) into the instances of one task.
 
-Profiles (``../shared/PROTOCOL.md``):
+Profiles (``docs/PROTOCOL.md``):
 
 ``paper`` (default)
     The paper's protocol with the released scripts' defects fixed. Instance sets equal the

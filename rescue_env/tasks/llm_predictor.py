@@ -20,7 +20,7 @@ How requests are built:
   it is a failure (scored wrong and counted, never dropped, never given the gold label). A
   request that fails (``ok`` false or an exception) fails its items.
 
-Judges grade ER and VP with the rubric scales of ``../shared/PROTOCOL.md`` (ER emotion 1-5;
+Judges grade ER and VP with the rubric scales of ``docs/PROTOCOL.md`` (ER emotion 1-5;
 VP source/target 0-2 and viewpoint 0-4, whose sum is recomputed, the judge's own total kept
 beside it).
 """

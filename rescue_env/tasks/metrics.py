@@ -1,4 +1,4 @@
-"""Metric functions of the six tasks (``../shared/PROTOCOL.md``), pure and small.
+"""Metric functions of the six tasks (``docs/PROTOCOL.md``), pure and small.
 
 Conventions every function keeps:
 

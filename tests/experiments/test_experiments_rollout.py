@@ -158,6 +158,19 @@ def test_report_html_is_self_contained(rollout_run):
     assert '<tr class="th">' in html and "<i>(seed)</i>" in html
 
 
+def test_report_has_contents_metadata_glossary_and_one_example_episode_for_all(rollout_run):
+    html = (rollout_run.dir / "report.html").read_text(encoding="utf-8")
+    toc = html[html.index('<nav class="toc">') : html.index("</nav>")]
+    for target in re.findall(r'href="#([^"]+)"', toc):
+        assert target == "judge" or f'id="{target}"' in html, target
+    assert '<a href="#summary">' in toc and '<a href="#glossary">' in toc and '<a href="#agent-heuristic">' in toc
+    assert "rescue-env version" in html and "git commit" in html and "<h2>Configuration</h2>" in html
+    assert "untended (most)</dt>" in html and "Δ vs heuristic" in html
+    # every agent's example is the same seed dialogue and episode
+    examples = re.findall(r"Example episode[^<]*<code>rollout/([^/]+)/([^<]+)</code>", html)
+    assert [a for a, _ in examples] == AGENTS and len({rest for _, rest in examples}) == 1, examples
+
+
 def test_printed_table_names_each_agent(rollout_run):
     lines = rollout_run.out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("agent") and "σ* return" in line)

@@ -3,6 +3,7 @@ TensorBoard tags), resume from a checkpoint, PPO, a wrong resume path, and a 2 Ã
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import sys
@@ -142,8 +143,14 @@ def test_sweep_2x2_leaves_one_run_folder_per_job(rescue, tmp_path):
     ])
     assert run.rc == 0, run.err[-3000:]
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
-    assert len(jobs) == 4, [p.name for p in jobs]
+    assert [p.name for p in jobs] == ["0", "1", "2", "3"], "job folders are named by job number (jobs.csv is the index)"
     assert (sweep / "multirun.yaml").is_file()
+    # the multirun callback summarised the sweep: one row per Î» and agent over the 2 seeds
+    with (sweep / "summary.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(r["reward.lam"], r["agent"]) for r in rows} == {(lam, a) for lam in ("0", "1") for a in FINAL_AGENTS}
+    assert all(r["seeds"] == "2" for r in rows)
+    assert "grouped by reward.lam" in run.out
     seen = set()
 
     for job in jobs:

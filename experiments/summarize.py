@@ -1,0 +1,319 @@
+"""``rescue summarize DIR``: one table of every job of a sweep (or any folder of runs),
+grouped by the swept keys, aggregated over seeds the way RL papers report.
+
+Every folder under ``DIR`` holding a ``metrics.json`` of ``rescue train`` or ``rescue
+rollout`` is a job; its Hydra overrides (``.hydra/overrides.yaml``) say what it ran. Keys whose
+value differs between jobs are the swept keys; jobs that differ only in ``seed`` (the seed
+keys, ``--seed-key``) form one group. Per group and agent, over the group's seeds:
+
+- the mean σ* return with its 95 % Student-t interval across seeds;
+- the interquartile mean (IQM) with its 95 % stratified-bootstrap interval (``rliable``,
+  Agarwal et al. 2021: robust to an outlying seed; with fewer than 4 seeds the IQM trims
+  nothing and equals the mean, the interval is still the bootstrap's);
+- the paired comparison: each job's own paired Δ σ* return to the reference agent (same
+  episodes within a job), averaged across seeds with its 95 % t-interval.
+
+A job's score is its held-out final evaluation for ``rescue train`` (``final_eval``: the
+policy and the non-learned agents) and its pooled σ* return for ``rescue rollout``.
+
+Writes into ``DIR``: ``summary.csv`` (one row per group and agent), ``summary.json``,
+``summary.png`` (IQM and mean with intervals) and ``jobs.csv`` (the index: each job folder,
+its overrides, its status). The Hydra callback :class:`SummarizeCallback` runs this at the
+end of every ``-m`` sweep of ``rescue train`` / ``rescue rollout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import math
+import sys
+import warnings
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from hydra.experimental.callback import Callback
+from tabulate import tabulate
+
+from rescue_env.rollout import mean_ci
+
+log = logging.getLogger(__name__)
+
+#: Override keys that name a seed (jobs differing only in these are one group).
+SEED_KEYS = ("seed",)
+
+
+@dataclass
+class Job:
+    """One run folder of the sweep."""
+
+    path: Path
+    overrides: dict[str, str]
+    kind: str = ""  # train | rollout | "" (no usable metrics)
+    #: agent -> σ* return of this job (held-out final evaluation / pooled rollout figure)
+    scores: dict[str, float] = field(default_factory=dict)
+    #: agent -> this job's paired Δ σ* return to the reference agent
+    deltas: dict[str, float] = field(default_factory=dict)
+    reference: str | None = None
+    status: str = "ok"
+
+
+def _overrides(run: Path) -> dict[str, str]:
+    path = run / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return {}
+    out = {}
+    for item in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
+        key, _, value = str(item).partition("=")
+        key = key.lstrip("+~")
+        if not key.startswith("hydra.") and not key.startswith("hydra/"):
+            out[key] = value
+    return out
+
+
+def read_job(run: Path) -> Job:
+    """The scores of one run folder (``status`` says why a job has none)."""
+    job = Job(run, _overrides(run))
+    path = run / "metrics.json"
+    if not path.is_file():
+        job.status = "no metrics.json (unfinished or failed)"
+        return job
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        job.status = f"unreadable metrics.json: {exc}"
+        return job
+    if "final_eval" in m:
+        job.kind, job.reference = "train", "heuristic"
+        for agent, fig in m["final_eval"].items():
+            job.scores[agent] = float(fig["sigma_return_mean"])
+            if fig.get("paired_vs_heuristic"):
+                job.deltas[agent] = float(fig["paired_vs_heuristic"]["mean"])
+    elif "agents" in m:
+        job.kind, job.reference = "rollout", m.get("compare_to")
+        for agent, fig in m["agents"].items():
+            if "sigma_return_mean" in fig:
+                job.scores[agent] = float(fig["sigma_return_mean"])
+            if fig.get("paired") and fig["paired"].get("n"):
+                job.deltas[agent] = float(fig["paired"]["mean"])
+    else:
+        job.status = "metrics.json of another command"
+    return job
+
+
+def find_jobs(root: Path) -> list[Job]:
+    """Every run folder under ``root`` (a folder with ``.hydra/`` or ``metrics.json``), in
+    job-number order when the folder names are numbers."""
+    runs = {p.parent for p in root.rglob("metrics.json")} | {p.parent.parent for p in root.rglob(".hydra/overrides.yaml")}
+
+    def order(p: Path) -> tuple:
+        rel = p.relative_to(root).parts
+        return tuple((0, int(x), "") if x.isdigit() else (1, 0, x) for x in rel)
+
+    return [read_job(r) for r in sorted(runs, key=order)]
+
+
+def swept_keys(jobs: Sequence[Job]) -> list[str]:
+    """Override keys whose value differs between jobs (a key missing from a job counts as a
+    value of its own), in first-seen order."""
+    keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
+    return [k for k in keys if len({j.overrides.get(k) for j in jobs}) > 1]
+
+
+def iqm_intervals(scores: dict[str, np.ndarray], reps: int, seed: int = 0) -> dict[str, tuple[float, float, float]]:
+    """IQM and its 95 % stratified-bootstrap interval per key (``rliable``); ``scores[key]``
+    is a (runs, tasks) matrix."""
+    from absl import logging as absl_logging
+    from rliable import library as rly
+    from rliable import metrics
+
+    # absl's handler keeps the sys.stderr of its import and closes it when logging is next
+    # reconfigured (Hydra's next job, in the same process) if sys.stderr has changed since:
+    # pointing it at the process's own stderr, which it never closes, keeps that stream open
+    absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
+
+    usable = {k: v for k, v in scores.items() if v.shape[0] >= 2}
+    out = {k: (float(metrics.aggregate_iqm(v)), math.nan, math.nan) for k, v in scores.items() if k not in usable}
+    if usable:
+        absl = logging.getLogger("absl")  # rliable logs one INFO line per key
+        level = absl.level
+        absl.setLevel(logging.WARNING)
+        # absl's first log call gives the root logger a stderr handler bound to the sys.stderr
+        # of that moment; it would outlive this call (and a redirected stderr), so it goes
+        handlers = list(logging.root.handlers)
+        try:
+            with warnings.catch_warnings():
+                # arch (under rliable) deprecates the RandomState that rliable hands it
+                warnings.simplefilter("ignore", FutureWarning)
+                point, ci = rly.get_interval_estimates(
+                    usable, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps, random_state=np.random.RandomState(seed)
+                )
+        finally:
+            absl.setLevel(level)
+            for handler in [h for h in logging.root.handlers if h not in handlers]:
+                logging.root.removeHandler(handler)
+        for k in usable:
+            out[k] = (float(point[k][0]), float(ci[k][0][0]), float(ci[k][1][0]))
+    return out
+
+
+def summarize(root: str | Path, *, seed_keys: Sequence[str] = SEED_KEYS, reps: int = 2000, plot: bool = True) -> dict[str, Any]:
+    """Summarise the runs under ``root`` (see the module docstring); returns what
+    ``summary.json`` holds. Raises ``FileNotFoundError`` when ``root`` has no run."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder")
+    jobs = find_jobs(root)
+    if not jobs:
+        raise FileNotFoundError(f"no run under {root}: expected folders with metrics.json (rescue train / rollout outputs)")
+    swept = swept_keys(jobs)
+    by = [k for k in swept if k not in seed_keys]
+    groups: dict[tuple[str, ...], list[Job]] = defaultdict(list)
+    for j in jobs:
+        if j.kind:
+            groups[tuple(j.overrides.get(k, "") for k in by)].append(j)
+    rows: list[dict[str, Any]] = []
+    matrices: dict[str, np.ndarray] = {}
+    for key, members in groups.items():
+        agents = list(dict.fromkeys(a for j in members for a in j.scores))
+        for agent in agents:
+            values = [j.scores[agent] for j in members if agent in j.scores]
+            mean, half = mean_ci(values)
+            deltas = [j.deltas[agent] for j in members if agent in j.deltas]
+            d_mean, d_half = mean_ci(deltas) if deltas else (math.nan, math.nan)
+            row = {**dict(zip(by, key)), "agent": agent, "seeds": len(values), "mean": mean, "ci95": half,
+                   "reference": members[0].reference, "delta_mean": d_mean, "delta_ci95": d_half, "delta_seeds": len(deltas),
+                   "values": values}
+            rows.append(row)
+            matrices[str(len(rows) - 1)] = np.asarray(values, dtype=float)[:, None]  # (seeds, 1 task)
+    for i, (point, low, high) in iqm_intervals(matrices, reps).items():
+        rows[int(i)].update(iqm=point, iqm_ci_low=low, iqm_ci_high=high)
+    result = {"root": str(root), "swept": swept, "group_by": by, "seed_keys": list(seed_keys), "bootstrap_reps": reps, "rows": rows,
+              "jobs": [{"path": str(j.path.relative_to(root)), "kind": j.kind, "status": j.status, "overrides": j.overrides} for j in jobs]}
+    write_outputs(root, result, jobs, plot=plot)
+    return result
+
+
+def table_rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The printed table (≤ 100 columns for a few swept keys)."""
+    by = result["group_by"]
+    ref = next((r["reference"] for r in result["rows"] if r.get("reference")), None)
+    headers = [*by, "agent", "seeds", "σ* return\nmean ± 95 %", "IQM\n[95 % CI]"]
+    if ref:
+        headers.append(f"Δ vs {ref}\nmean ± 95 %")
+    out = []
+    for r in result["rows"]:
+        iqm = f"{r['iqm']:.2f}" + ("" if math.isnan(r["iqm_ci_low"]) else f" [{r['iqm_ci_low']:.2f}, {r['iqm_ci_high']:.2f}]")
+        row = [*(r[k] for k in by), r["agent"], str(r["seeds"]), _pm(r["mean"], r["ci95"]), iqm]
+        if ref:
+            row.append("reference" if r["agent"] == ref else ("-" if not r["delta_seeds"] else _pm(r["delta_mean"], r["delta_ci95"], signed=True)))
+        out.append(row)
+    return headers, out
+
+
+def _pm(mean: float, half: float, signed: bool = False) -> str:
+    m = f"{mean:+.2f}" if signed else f"{mean:.2f}"
+    return m if half == 0 or math.isnan(half) else f"{m} ± {half:.2f}"
+
+
+def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, plot: bool = True) -> None:
+    """``summary.csv``, ``summary.json``, ``jobs.csv`` and ``summary.png`` into ``root``."""
+    by = result["group_by"]
+    fields = [*by, "agent", "seeds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds"]
+    with (root / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for r in result["rows"]:
+            writer.writerow({k: (round(v, 4) if isinstance(v, float) and not math.isnan(v) else ("" if isinstance(v, float) else v)) for k, v in r.items()})
+    (root / "summary.json").write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+    keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
+    with (root / "jobs.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["job", "kind", "status", *keys])
+        for j in jobs:
+            writer.writerow([str(j.path.relative_to(root)), j.kind, j.status, *(j.overrides.get(k, "") for k in keys)])
+    if plot and result["rows"]:
+        plot_summary(result, root / "summary.png")
+
+
+def plot_summary(result: dict[str, Any], path: Path) -> Path:
+    """IQM (bar, 95 % bootstrap CI) and mean (dot, 95 % t-interval) per group and agent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = result["group_by"]
+    rows = result["rows"]
+    groups = list(dict.fromkeys(tuple(r[k] for k in by) for r in rows))
+    agents = list(dict.fromkeys(r["agent"] for r in rows))
+    colors = {a: plt.get_cmap("tab10")(i % 10) for i, a in enumerate(agents)}
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(groups) * max(1, len(agents)) * 0.5 + 2), 4))
+    w = 0.8 / max(1, len(agents))
+    for gi, g in enumerate(groups):
+        for ai, a in enumerate(agents):
+            r = next((r for r in rows if tuple(r[k] for k in by) == g and r["agent"] == a), None)
+            if r is None:
+                continue
+            x = gi + (ai - (len(agents) - 1) / 2) * w
+            err = None if math.isnan(r["iqm_ci_low"]) else [[r["iqm"] - r["iqm_ci_low"]], [r["iqm_ci_high"] - r["iqm"]]]
+            ax.bar(x, r["iqm"], w, yerr=err, capsize=3, color=colors[a], alpha=0.8, label=a if gi == 0 else None)
+            ax.errorbar(x, r["mean"], yerr=None if math.isnan(r["ci95"]) else r["ci95"], fmt="o", color="black", ms=3, lw=0.8)
+    ax.set_xticks(range(len(groups)), [", ".join(f"{k}={v}" for k, v in zip(by, g)) or "all jobs" for g in groups], rotation=15, fontsize=8)
+    ax.set_ylabel("σ* return")
+    ax.set_title("IQM across seeds (bars, 95 % stratified-bootstrap CI); mean (dots, 95 % t-interval)", fontsize=9)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def print_summary(result: dict[str, Any]) -> str:
+    headers, rows = table_rows(result)
+    text = tabulate(rows, headers=headers, disable_numparse=True)
+    bad = [j for j in result["jobs"] if j["status"] != "ok"]
+    lines = [f"{len(result['jobs'])} job(s) under {result['root']}; grouped by {', '.join(result['group_by']) or 'nothing (seeds only)'}", text]
+    lines += [f"skipped {j['path']}: {j['status']}" for j in bad]
+    lines.append(f"wrote summary.csv, summary.json, summary.png, jobs.csv in {result['root']}")
+    return "\n".join(lines)
+
+
+class SummarizeCallback(Callback):
+    """Hydra callback: :func:`summarize` the sweep folder when a multirun ends."""
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        root = Path(config.hydra.sweep.dir)
+        try:
+            result = summarize(root)
+        except Exception as exc:  # a summary must not turn a finished sweep into a failure
+            log.warning("could not summarise %s: %s (run `rescue summarize %s`)", root, exc, root)
+            return
+        log.info(print_summary(result))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rescue summarize", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", help="a sweep folder (multirun/...) or any folder of run folders")
+    parser.add_argument("--seed-key", action="append", dest="seed_keys", help="override key naming a seed (default: seed); repeatable")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples of the IQM interval (default 2000)")
+    parser.add_argument("--no-plot", action="store_true", help="skip summary.png")
+    args = parser.parse_args(argv)
+    try:
+        result = summarize(args.dir, seed_keys=args.seed_keys or SEED_KEYS, reps=args.reps, plot=not args.no_plot)
+    except FileNotFoundError as exc:
+        print(f"rescue summarize: {exc}", file=sys.stderr)
+        return 1
+    print(print_summary(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

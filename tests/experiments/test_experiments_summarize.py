@@ -1,0 +1,110 @@
+"""``rescue summarize``: a fixture sweep's table against hand computations (mean ± t-interval
+across seeds, IQM, the paired Δ), the index and the outputs; and a real 2-job sweep through
+``hydra/launcher=submitit_local`` (the SLURM code path) summarised by the multirun callback."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments.summarize import main as summarize_main
+from experiments.summarize import summarize
+
+
+def fake_train_job(folder: Path, overrides: list[str], policy: float, heuristic: float, delta: float) -> None:
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides), encoding="utf-8")
+    final = {
+        "policy": {"sigma_return_mean": policy, "paired_vs_heuristic": {"mean": delta, "ci_low": delta - 1, "ci_high": delta + 1, "n": 10}},
+        "heuristic": {"sigma_return_mean": heuristic},
+    }
+    (folder / "metrics.json").write_text(json.dumps({"final_eval": final}), encoding="utf-8")
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    """reward.lam ∈ {0, 1} × seed ∈ {0..3}; one unfinished job."""
+    policy = {"0": [1.0, 2.0, 3.0, 100.0], "1": [-4.0, -2.0, -3.0, -5.0]}
+    job = 0
+    for lam in ("0", "1"):
+        for seed in range(4):
+            fake_train_job(tmp_path / str(job), [f"reward.lam={lam}", f"seed={seed}", "hydra.launcher.n_jobs=2"],
+                           policy[lam][seed], -10.0, policy[lam][seed] + 10.0 - seed)
+            job += 1
+    (tmp_path / str(job) / ".hydra").mkdir(parents=True)
+    (tmp_path / str(job) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["reward.lam=2", "seed=0"]), encoding="utf-8")
+    return tmp_path
+
+
+def test_groups_by_the_swept_keys_and_aggregates_seeds(sweep: Path):
+    result = summarize(sweep, reps=300, plot=False)
+    assert result["swept"] == ["reward.lam", "seed"] and result["group_by"] == ["reward.lam"]
+    rows = {(r["reward.lam"], r["agent"]): r for r in result["rows"]}
+    assert set(rows) == {("0", "policy"), ("0", "heuristic"), ("1", "policy"), ("1", "heuristic")}
+    r = rows["0", "policy"]
+    assert r["seeds"] == 4 and r["mean"] == pytest.approx(26.5)
+    # sd of (1, 2, 3, 100) = 49.0068; t(0.975, 3) = 3.182446; half-width = 3.182446 · 49.0068 / 2
+    assert r["ci95"] == pytest.approx(3.182446 * 49.006802 / 2, rel=1e-5)
+    # IQM: the middle half (2, 3) — the outlying seed does not move it
+    assert r["iqm"] == pytest.approx(2.5)
+    assert r["iqm_ci_low"] <= r["iqm"] <= r["iqm_ci_high"]
+    # paired Δ: each job's own Δ (policy + 10 − seed), averaged across seeds
+    assert r["delta_mean"] == pytest.approx(26.5 + 10 - 1.5) and r["delta_seeds"] == 4
+    assert rows["1", "heuristic"]["ci95"] == 0.0 and rows["1", "heuristic"]["delta_seeds"] == 0
+
+
+def test_writes_the_table_the_index_and_the_plot(sweep: Path, capsys):
+    assert summarize_main([str(sweep), "--reps", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "grouped by reward.lam" in out and "skipped 8: no metrics.json" in out
+    assert max(len(line) for line in out.splitlines() if str(sweep) not in line) <= 100
+    with (sweep / "summary.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["reward.lam"], r["agent"]) for r in rows] == [("0", "policy"), ("0", "heuristic"), ("1", "policy"), ("1", "heuristic")]
+    assert float(rows[0]["mean"]) == pytest.approx(26.5) and float(rows[0]["iqm"]) == pytest.approx(2.5)
+    with (sweep / "jobs.csv").open(newline="", encoding="utf-8") as fh:
+        index = list(csv.DictReader(fh))
+    assert [j["job"] for j in index] == [str(i) for i in range(9)]
+    assert index[0]["reward.lam"] == "0" and index[5]["seed"] == "1" and index[8]["status"].startswith("no metrics.json")
+    assert (sweep / "summary.png").read_bytes().startswith(b"\x89PNG")
+    assert json.loads((sweep / "summary.json").read_text())["group_by"] == ["reward.lam"]
+
+
+def test_a_folder_without_runs_is_a_clear_error(tmp_path: Path, capsys):
+    assert summarize_main([str(tmp_path)]) == 1
+    assert "no run under" in capsys.readouterr().err
+
+
+def test_submitit_local_sweep_is_summarised_by_the_callback(tmp_path: Path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    exe = Path(sys.executable).with_name("rescue")
+    if not exe.exists():
+        pytest.skip(f"console script not installed beside {sys.executable}")
+    sweep = tmp_path / "sweep"
+    # a process of its own, as on a cluster's login node: submitit starts one process per job
+    proc = subprocess.run(
+        [str(exe), "rollout", "-m", "hydra/launcher=submitit_local", f"hydra.sweep.dir={sweep}", "hydra.launcher.timeout_min=10",
+         "episodes=1", "agents=[never,heuristic]", "env=couple", "report=false", "progress=false", "seed=0,1"],
+        capture_output=True, text=True, timeout=400, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "grouped by nothing (seeds only)" in proc.stdout, proc.stdout[-2000:]
+    for job in ("0", "1"):
+        m = json.loads((sweep / job / "metrics.json").read_text())
+        assert m["seed"] == int(job) and m["agents"]["never"]["episodes"] == 6
+        assert (sweep / job / "rollout.log").read_text(encoding="utf-8").count("σ* return") == 1, "the job log holds the summary"
+    with (sweep / "summary.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["agent"], r["seeds"]) for r in rows] == [("never", "2"), ("heuristic", "2")]
+    never = json.loads((sweep / "summary.json").read_text())["rows"][0]
+    per_seed = [json.loads((sweep / j / "metrics.json").read_text())["agents"]["never"]["sigma_return_mean"] for j in ("0", "1")]
+    assert never["mean"] == pytest.approx(sum(per_seed) / 2) and math.isfinite(never["delta_mean"])
+    assert (sweep / "multirun.yaml").is_file()
