@@ -1,4 +1,5 @@
-"""Therapists backed by trained stable-baselines3 policies (PPO, sb3-contrib's MaskablePPO)."""
+"""Therapists backed by trained stable-baselines3 policies (sb3-contrib's MaskablePPO, PPO, A2C,
+DQN, QR-DQN)."""
 
 from __future__ import annotations
 
@@ -27,23 +28,55 @@ def policy_scenario(model: Any) -> str | None:
     return None
 
 
-def load_policy(path: str | Path, algo: str | None = None):
-    """Load a saved SB3 model; ``algo`` is ``maskable_ppo`` or ``ppo`` (guessed from the
-    file when ``None``: MaskablePPO first)."""
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3 import PPO
+#: SB3 / sb3-contrib algorithms for the flat Discrete action: name → (module, class, uses the
+#: action masks). The others act with their best valid action (an invalid choice is
+#: replaced by it). Value-based ones (dqn, qrdqn) rank actions by their Q-values.
+ALGOS: dict[str, tuple[str, str, bool]] = {
+    "maskable_ppo": ("sb3_contrib", "MaskablePPO", True),
+    "ppo": ("stable_baselines3", "PPO", False),
+    "a2c": ("stable_baselines3", "A2C", False),
+    "dqn": ("stable_baselines3", "DQN", False),
+    "qrdqn": ("sb3_contrib", "QRDQN", False),
+}
+#: Algorithms that are refused, with why.
+UNSUPPORTED_ALGOS = {
+    "recurrent_ppo": "RecurrentPPO keeps an LSTM state between steps that the therapist agents do not carry, "
+    "and takes no action masks",
+    "sac": "SAC is for continuous actions; the therapist's action is Discrete",
+    "td3": "TD3 is for continuous actions; the therapist's action is Discrete",
+    "ddpg": "DDPG is for continuous actions; the therapist's action is Discrete",
+    "trpo": "TRPO takes no action masks here; use maskable_ppo",
+    "ars": "ARS is not wired in; use maskable_ppo",
+}
 
+
+def algo_class(algo: str) -> type:
+    """The SB3 class of ``algo`` (a key of :data:`ALGOS`); a clear error for the others."""
+    import importlib
+
+    if algo not in ALGOS:
+        why = UNSUPPORTED_ALGOS.get(algo)
+        supported = ", ".join(ALGOS)
+        raise ValueError(f"unknown algo {algo!r}" + (f" ({why})" if why else "") + f": use one of {supported} (only maskable_ppo uses the action masks)")
+    module, name, _ = ALGOS[algo]
+    return getattr(importlib.import_module(module), name)
+
+
+def load_policy(path: str | Path, algo: str | None = None):
+    """Load a saved SB3 model; ``algo`` is a key of :data:`ALGOS` (guessed from the file when
+    ``None``: the algorithm recorded in the archive's data, MaskablePPO first)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"policy file {p} does not exist (train one with `rescue train`)")
-    if algo == "ppo":
-        return PPO.load(p, device="cpu")
-    if algo == "maskable_ppo":
-        return MaskablePPO.load(p, device="cpu")
-    try:
-        return MaskablePPO.load(p, device="cpu")
-    except Exception:  # a plain PPO archive does not load as MaskablePPO
-        return PPO.load(p, device="cpu")
+    if algo is not None:
+        return algo_class(algo).load(p, device="cpu")
+    errors = []
+    for name in ALGOS:
+        try:
+            return algo_class(name).load(p, device="cpu")
+        except Exception as exc:  # an archive of another algorithm does not load as this one
+            errors.append(f"{name}: {type(exc).__name__}")
+    raise ValueError(f"{p} is not a saved model of {', '.join(ALGOS)} ({'; '.join(errors)})")
 
 
 class SB3Agent:
@@ -91,8 +124,11 @@ class SB3Agent:
         return int(np.argmax(self.action_probs(observation, action_mask)))
 
     def action_probs(self, observation: dict[str, np.ndarray], mask: np.ndarray | None = None) -> np.ndarray:
-        """The policy's distribution over flat actions, restricted to ``mask`` when given."""
+        """The policy's distribution over flat actions, restricted to ``mask`` when given
+        (value-based models: a softmax of their Q-values)."""
         obs_tensor, _ = self.model.policy.obs_to_tensor(self._prepare(observation))
+        if not hasattr(self.model.policy, "get_distribution"):
+            return self._q_probs(obs_tensor, mask)
         with torch.no_grad():
             dist = self.model.policy.get_distribution(obs_tensor)
             if self.maskable and mask is not None:
@@ -102,6 +138,21 @@ class SB3Agent:
             probs = probs * mask
             probs = probs / probs.sum() if probs.sum() > 0 else mask / mask.sum()
         return probs
+
+    def _q_probs(self, obs_tensor: Any, mask: np.ndarray | None) -> np.ndarray:
+        """Softmax of a DQN's (or QR-DQN's mean quantile) Q-values over the valid actions."""
+        policy = self.model.policy
+        with torch.no_grad():
+            if hasattr(policy, "quantile_net"):
+                q = policy.quantile_net(obs_tensor).mean(dim=1)
+            else:
+                q = policy.q_net(obs_tensor)
+        q = q[0].cpu().numpy().astype(np.float64)
+        if mask is not None:
+            q = np.where(mask.astype(bool), q, -np.inf)
+        q = q - q.max()
+        probs = np.exp(q)
+        return probs / probs.sum()
 
     def rank(self, state: GroupState, encoding: ActionEncoding) -> Ranking:
         obs = self.observer.observe_state(state)

@@ -131,7 +131,9 @@ class TrainConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     data: DataConfig = field(default_factory=DataConfig)
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
-    #: maskable_ppo (sb3-contrib, uses the action masks) or ppo
+    #: maskable_ppo (sb3-contrib, uses the action masks), ppo, a2c, dqn or qrdqn (these act with
+    #: their best valid action); n_steps applies to the on-policy ones, batch_size to ppo and
+    #: the value-based ones
     algo: str = "maskable_ppo"
     total_timesteps: int = 100_000
     n_envs: int = 8

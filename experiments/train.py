@@ -37,7 +37,7 @@ from stable_baselines3.common.utils import set_random_seed
 from tabulate import tabulate
 
 from agents import make_agent
-from agents.sb3 import SB3Agent
+from agents.sb3 import SB3Agent, algo_class
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
 from rescue_env.envs.gym_env import GroupSupportEnv
@@ -192,12 +192,7 @@ def show_progress(cfg: DictConfig) -> bool:
 
 
 def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3 import PPO
-
-    if cfg.algo not in ("maskable_ppo", "ppo"):
-        raise ValueError(f"unknown algo {cfg.algo!r}: use maskable_ppo or ppo")
-    cls = MaskablePPO if cfg.algo == "maskable_ppo" else PPO
+    cls = algo_class(cfg.algo)
     if cfg.resume:
         path = Path(cfg.resume)
         if not path.exists():
@@ -214,19 +209,13 @@ def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
             ) from exc
         log.info("resumed from %s at %d steps", path, model.num_timesteps)
         return model
-    return cls(
-        "MlpPolicy",
-        vec_env,
-        n_steps=cfg.n_steps,
-        batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
-        ent_coef=cfg.ent_coef,
-        gamma=cfg.gamma,
-        policy_kwargs={"net_arch": list(cfg.net_arch)},
-        seed=cfg.seed,
-        device="cpu",
-        verbose=0,
-    )
+    common = dict(learning_rate=cfg.learning_rate, gamma=cfg.gamma, policy_kwargs={"net_arch": list(cfg.net_arch)}, seed=cfg.seed, device="cpu", verbose=0)
+    if cfg.algo in ("maskable_ppo", "ppo"):
+        return cls("MlpPolicy", vec_env, n_steps=cfg.n_steps, batch_size=cfg.batch_size, ent_coef=cfg.ent_coef, **common)
+    if cfg.algo == "a2c":
+        return cls("MlpPolicy", vec_env, n_steps=cfg.n_steps, ent_coef=cfg.ent_coef, **common)
+    # value-based (dqn, qrdqn): replay from the first batch on, one gradient step per env step
+    return cls("MlpPolicy", vec_env, batch_size=cfg.batch_size, learning_starts=cfg.batch_size, **common)
 
 
 def run(cfg: DictConfig, out: Path) -> dict[str, Any]:

@@ -79,6 +79,34 @@ def test_tensorboard_tags_are_namespaced(train_run):
     assert any(t.startswith("losses/") and "loss" in t for t in tags)
     steps = sorted({e.step for e in tags["sigma/sigma_return_mean"]})
     assert steps == [128, 256]
+    assert {"final/sigma_return_mean", "final/paired_vs_heuristic", "final/final_max_distress"} <= set(tags)
+
+
+def test_hyperparameters_reach_tensorboard_hparams(train_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    found = {}
+    for d in {f.parent for f in (train_run.dir / "tb").rglob("events.out.tfevents.*")}:
+        acc = EventAccumulator(str(d))
+        acc.Reload()
+        for content in acc.PluginTagToContent("hparams").values():
+            data = plugin_data_pb2.HParamsPluginData.FromString(content)
+            if data.HasField("session_start_info"):
+                found.update({k: v for k, v in data.session_start_info.hparams.items()})
+    assert {"algo", "seed", "learning_rate", "n_envs", "reward.lam"} <= set(found), set(found)
+    assert found["algo"].string_value == "maskable_ppo" and found["n_envs"].number_value == 2
+
+
+def test_final_comparison_is_paired_with_the_heuristic(train_run):
+    m = json.loads((train_run.dir / "metrics.json").read_text())
+    final = m["final_eval"]
+    assert "paired_vs_heuristic" not in final["heuristic"]
+    p = final["policy"]["paired_vs_heuristic"]
+    diffs = np.subtract(final["policy"]["returns"], final["heuristic"]["returns"])
+    assert p["n"] == len(diffs) and p["mean"] == pytest.approx(diffs.mean())
+    assert "held-out comparison" in train_run.out and "Δ vs heuristic" in train_run.out
+    assert "held-out comparison" in (train_run.dir / "train.log").read_text(encoding="utf-8")
 
 
 def test_resume_continues_the_step_count(train_run, rescue, tiny_train, tmp_path):
@@ -129,8 +157,34 @@ def test_wrong_resume_path_errors_clearly(run_cli, monkeypatch, tiny_train, tmp_
 
 
 def test_unknown_algo_errors(rescue, tiny_train, tmp_path):
-    run = rescue(["train", f"hydra.run.dir={tmp_path / 'a'}", *tiny_train, "algo=dqn"])
-    assert run.rc != 0 and "unknown algo 'dqn'" in run.err
+    run = rescue(["train", f"hydra.run.dir={tmp_path / 'a'}", *tiny_train, "algo=recurrent_ppo"])
+    assert run.rc != 0 and "unknown algo 'recurrent_ppo'" in run.err and "LSTM state" in run.err
+    assert "maskable_ppo, ppo, a2c, dqn, qrdqn" in run.err
+
+
+def test_a_value_based_algo_trains_and_plays_valid_actions(rescue, tmp_path):
+    from agents.sb3 import SB3Agent, load_policy
+    from rescue_env.envs.gym_env import GroupSupportEnv
+
+    out = tmp_path / "dqn"
+    run = rescue(["train", f"hydra.run.dir={out}", "algo=dqn", "total_timesteps=128", "n_envs=2", "batch_size=32",
+                  "eval_freq=0", "eval_episodes=2", "checkpoint_freq=1000", "progress=false"])
+    assert run.rc == 0, run.err[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["algo"] == "dqn" and set(m["final_eval"]) == FINAL_AGENTS
+    model = load_policy(out / "model.zip")
+    assert type(model).__name__ == "DQN"
+    env = GroupSupportEnv("couple")
+    obs, info = env.reset(seed=0)
+    agent = SB3Agent(model, "couple", env.encoding)
+    probs = agent.action_probs(obs, info["action_mask"])
+    assert probs.sum() == pytest.approx(1.0) and not probs[~info["action_mask"].astype(bool)].any()
+    for _ in range(5):
+        action = agent.act(obs, info["action_mask"])
+        assert info["action_mask"][action]
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
 
 
 def test_sweep_2x2_leaves_one_run_folder_per_job(rescue, tmp_path):
