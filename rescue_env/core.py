@@ -747,6 +747,17 @@ class Core:
         if pattern != -1:
             self.I[e, I_PATTERN] = self.params.pattern_index(pattern)  # type: ignore[arg-type]
 
+    def set_turns(self, e: int, turns: Sequence[tuple[int, int, int]]) -> None:
+        """Replace session ``e``'s client turns of the step (slot, utterance type, addressee),
+        e.g. with the ones LLM clients took; the row count and last speaker follow."""
+        k = int(self.I[e, I_NTURNS])
+        self.I[e, I_ROW] += len(turns) - k
+        for j, (slot, utype, addressee) in enumerate(turns):
+            self.TS[e, j], self.TT[e, j], self.TA[e, j] = slot, utype, addressee
+        self.I[e, I_NTURNS] = len(turns)
+        if turns:
+            self.I[e, I_LAST_SPEAKER] = turns[-1][0]
+
     def load(self, e: int, state: GroupState, *, key: int, streak: int = 0) -> None:
         """Put an arbitrary state (e.g. one extracted from a real dialogue) in session ``e``
         with episode key ``key``: the fidelity check simulates moves from real states."""

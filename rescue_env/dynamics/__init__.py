@@ -2,6 +2,7 @@
 fitting (its arithmetic is the simulator core's, :mod:`rescue_env.core`)."""
 
 from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, Behaviour, ClientBackend, ClientTurn, TherapistMove
+from rescue_env.dynamics.calibrated import CalibratedModel
 from rescue_env.dynamics.params import DynamicsParams, ScenarioParams
 from rescue_env.dynamics.text import TextBank
 
@@ -9,6 +10,7 @@ __all__ = [
     "TO_GROUP",
     "TO_THERAPIST",
     "Behaviour",
+    "CalibratedModel",
     "ClientBackend",
     "ClientTurn",
     "DynamicsParams",

@@ -23,13 +23,11 @@ from typing import Any
 import numpy as np
 
 from rescue_env.data.schema import Dialogue
-from rescue_env.core import Core
-from rescue_env.dynamics.params import ScenarioParams
-from rescue_env.reward import RewardConfig
-from rescue_env.taxonomy.actions import ActionEncoding
+from rescue_env.dynamics.base import TherapistMove
+from rescue_env.dynamics.calibrated import CalibratedModel
 from rescue_env.dynamics.fit import EFFECT_WINDOW, PriorStrength, extract_transitions, fit_scenario
 from rescue_env.dynamics.priors import pattern_states
-from rescue_env.state import GroupState, StateTracker
+from rescue_env.state import StateTracker
 from rescue_env.taxonomy.labels import strategies
 
 
@@ -68,41 +66,12 @@ def _folds(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
     return [order[i::k] for i in range(k)]
 
 
-class MoveSimulator:
-    """The simulator core replaying a real move ``draws`` times from a real state."""
-
-    def __init__(self, params: ScenarioParams, draws: int):
-        self.params = params
-        self.draws = int(draws)
-        self._cores: dict[int, Core] = {}
-
-    def encoding(self, n: int) -> ActionEncoding:
-        # couples are two; a family's spaces are sized to the group (up to the encoding's 8)
-        return ActionEncoding(self.params.scenario, None if self.params.scenario == "couple" else max(2, min(n, 8)))
-
-    def changes(self, before: GroupState, slots: tuple[int, ...], strategy: int, member: int, rng: np.random.Generator) -> list[float]:
-        """Simulated changes of ``member``'s distress after the move (``draws`` of them)."""
-        encoding = self.encoding(before.n)
-        core = self._cores.get(encoding.max_members)
-        if core is None:
-            core = self._cores[encoding.max_members] = Core(
-                self.params, encoding, RewardConfig(), None, self.draws,
-                horizon=10**9, settle_threshold=0.0, settle_steps=1, terminate_on_settle=False,
-            )  # fmt: skip
-        keys = rng.integers(0, 2**63, size=self.draws, dtype=np.uint64)
-        for e in range(self.draws):
-            core.load(e, before, key=int(keys[e]))
-        action = encoding.encode(encoding.target_for_slots(slots, before.n), strategy)
-        core.transition(np.full(self.draws, action, np.int64))
-        return (core.D[:, member] - before.distress[member]).tolist()
-
-
 def _real_and_simulated(
-    dialogue: Dialogue, simulator: MoveSimulator, rng: np.random.Generator
+    dialogue: Dialogue, model: CalibratedModel, rng: np.random.Generator, sim_draws: int
 ) -> list[tuple[int, float, list[float]]]:
     """(strategy, real change, simulated changes) per addressed annotated member."""
     strats = strategies(dialogue.scenario)
-    cap = simulator.encoding(len(dialogue.participants)).max_members
+    cap = model.encoding(len(dialogue.participants)).max_members
     tracker = StateTracker(dialogue.scenario, dialogue.participants[:cap])
     rows = dialogue.rows
     before_states = []
@@ -129,7 +98,8 @@ def _real_and_simulated(
             after = next((a[i] for a in annotated_at[pos + 1 : pos + 1 + EFFECT_WINDOW] if i in a), None)
             if after is None:
                 continue
-            sims = simulator.changes(before, slots, s, i, rng)
+            distress, _ = model.simulate(before, TherapistMove(True, None, slots, s, row.strategy), sim_draws, rng)
+            sims = (distress[:, i] - before.distress[i]).tolist()
             out.append((s, after - float(before.distress[i]), sims))
     return out
 
@@ -160,12 +130,12 @@ def evaluate_fidelity(
             for t in extract_transitions(d):
                 marginal[t.dst] += 1
         marginal /= marginal.sum()
-        simulator = MoveSimulator(params, sim_draws)
+        model = CalibratedModel(scenario, params)
         for d in test:
             for t in extract_transitions(d):
                 ll_model.append(math.log(params.transition[t.action, t.src, t.dst]))
                 ll_base.append(math.log(marginal[t.dst]))
-            for s, delta, sims in _real_and_simulated(d, simulator, rng):
+            for s, delta, sims in _real_and_simulated(d, model, rng, sim_draws):
                 real[s].append(delta)
                 sim[s].extend(sims)
     result.transitions = len(ll_model)

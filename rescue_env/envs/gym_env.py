@@ -249,9 +249,12 @@ class GroupSupportEnv(gym.Env):
         session = self._session()
         self.core.transition(self._actions)
         self.core.write_state(0, session.state)
-        turns = await self.backend.arespond(session, move, self._model_turns(), pattern_before=pattern_before, seed=self.core.step_seed(0))
+        turns = await self.backend.arespond(
+            session, move, self._model_turns(), pattern_before=pattern_before, seed=self.core.step_seed(0), behaviours=behaviours
+        )
         st = session.state
         self.core.set_state(0, distress=st.distress, stance=st.stance, pattern=st.pattern)
+        self.core.set_turns(0, [(t.slot, UTTERANCE_TYPES.index(t.utterance_type), t.addressee) for t in turns])
         self.core.finish()
         return turns
 

@@ -203,6 +203,10 @@ class GroupSupportParallelEnv(ParallelEnv):
             self.agents = []
         return observations, rewards, terminations, truncations, infos
 
+    def say(self, text: str) -> None:
+        """The therapist's words for the next step's therapist row (see ``GroupSupportEnv.say``)."""
+        self.single.say(text)
+
     def render(self):
         if self.render_mode is None or self.single.session is None:
             return None
