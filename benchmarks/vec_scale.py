@@ -92,10 +92,35 @@ def make_cartpole(num_envs: int, seed: int = 0) -> Batched:
     return Batched(type(venv).__name__, num_envs, n_actions, venv.step, lambda: ones, venv.close)
 
 
-def sample_valid(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
-    """One action per row, uniform over the row's valid (nonzero) entries."""
-    u = rng.random(masks.shape, dtype=np.float32)
-    return np.where(masks, u, -1.0).argmax(axis=1)
+def sample_valid(
+    rng: np.random.Generator, masks: np.ndarray, draws: int = 8, tries: int = 16, dense_below: int = 16_384
+) -> np.ndarray:
+    """One action per row of ``masks`` (N, A), uniform over the row's valid (nonzero) entries.
+
+    Small batches (N × A < ``dense_below``) score every action at random and take the best
+    valid one (a few vectorised calls). Larger ones use rejection sampling: ``draws`` uniform candidates over all A actions per row, the first
+    valid one taken (uniform over the valid ones); rows with none draw again. A call reads
+    O(N × draws) mask entries instead of the O(N × A) of scoring every action (1.2 ms at
+    N = 1024 for Family's 177 actions, more than a whole CartPoleVectorEnv step). Rows still
+    without a valid draw after ``tries`` rounds (almost nothing valid) are drawn exactly.
+    """
+    n, a = masks.shape
+    if n * a < dense_below:
+        return np.where(masks.astype(bool), rng.random((n, a)), -1.0).argmax(axis=1)
+    actions = np.zeros(n, dtype=np.int64)
+    todo = np.arange(n)
+    for _ in range(tries):
+        cand = rng.integers(a, size=(todo.size, draws))
+        ok = masks[todo[:, None], cand].astype(bool)
+        first = ok.argmax(axis=1)
+        hit = ok[np.arange(todo.size), first]
+        actions[todo[hit]] = cand[hit, first[hit]]
+        todo = todo[~hit]
+        if todo.size == 0:
+            return actions
+    scores = np.where(masks[todo].astype(bool), rng.random((todo.size, a)), -1.0)
+    actions[todo] = scores.argmax(axis=1)
+    return actions
 
 
 def time_batched(env: Batched, seconds: float, rng: np.random.Generator) -> float:
