@@ -178,8 +178,9 @@ class Observer:
             start += size
 
     def unflatten(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        """The ``Dict`` observation of a flat one (copies)."""
-        return {key: flat[sl].reshape(shape).copy() for key, (sl, shape) in self._slices.items()}
+        """The ``Dict`` observation of a flat one (views of one copy of ``flat``)."""
+        flat = flat.copy()
+        return {key: flat[sl].reshape(shape) for key, (sl, shape) in self._slices.items()}
 
     def flatten(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         """A ``Dict`` observation as the flat vector a flat-observation policy takes
@@ -196,6 +197,6 @@ class Observer:
         unt = np.zeros(cap, np.int64)
         unt[:n] = st.untended
         k = self._index.get(st.pattern, len(self.patterns)) if st.pattern else len(self.patterns)
-        flat = np.zeros(self.flat_space.shape, np.float32)
-        write_observation(flat, d, g, n, k, t, streak, unt, float(self.horizon), len(self.patterns))
-        return self.unflatten(flat)
+        flat = np.zeros((1, *self.flat_space.shape), np.float32)
+        write_observation(flat, 0, d[None], g[None], n, k, t, streak, unt[None], float(self.horizon), len(self.patterns))
+        return self.unflatten(flat[0])
