@@ -135,7 +135,8 @@ class EpisodeMemory:
 
     def stance_row(self, slot: int) -> Any:
         """Row ``slot`` of the live G_t (zeros once the episode's state is gone)."""
-        state = self._state()
+        session = self.session
+        state = session.state if session is not None else self._state()
         return state.stance[slot] if state is not None else [0.0] * len(self.members)
 
     def label_of(self, addressee: int) -> str:
