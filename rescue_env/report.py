@@ -47,7 +47,7 @@ PATTERN_COLORS: dict[str, str] = {
     "attack_attack": "#fb8072",
     "escalation_conflict": "#f4a6c6",
     "withdraw_withdraw": "#bebada",
-    "mutual_disengagement": "#e3d7f5",
+    "mutual_disengagement": "#d8b48a",
     "cross_generational_coalition": "#ffed6f",
     "boundary_hierarchy_strain": "#d9a8d9",
     "mixed_transition": "#80b1d3",
