@@ -216,7 +216,7 @@ class LLMBackend:
     def _find_seed(self, state: GroupState) -> tuple[Dialogue | None, int]:
         matches = []
         for d in self.dialogues:
-            if tuple(d.participants[: state.n]) != state.members:
+            if tuple(d.participants) != state.members:  # the whole group: a session never drops a member
                 continue
             if state.row_index == 0:
                 matches.append((d, 0))
