@@ -13,7 +13,7 @@ from rescue_env.envs.gym_env import GroupSupportEnv
 @pytest.mark.xfail(
     strict=True,
     reason="GroupSupportEnv does not call rescue_env.data.check_group_sizes(env.dialogues, env.encoding.max_members) "
-    "at construction yet: Session cuts participants to max_members (the env core refactor, issue 11)",
+    "at construction yet: rescue_env.core.StartTable cuts participants to max_members (the env core refactor, issue 11)",
 )
 def test_the_env_never_drops_a_member(real_more_path, three_partner_couple):
     try:
