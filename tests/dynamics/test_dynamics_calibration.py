@@ -235,3 +235,7 @@ def test_rescue_calibrate_on_both_real_slices(real_subset_path, real_more_path, 
     fid = json.loads((run / "fidelity.json").read_text())
     (couple,) = [s for s in fid["scenarios"] if s["scenario"] == "couple"]
     assert couple["dialogues"] == 14 and math.isfinite(couple["gain_nats"])
+    # the couple model simulates two partners: the three-partner session's distress changes are
+    # left out by name (its transitions are scored), never simulated on a group cut to two
+    assert couple["not_simulated"] == ["aryn_josh_and_lorena/009_s04e09_ct34_segment04 (3 members; the couple model simulates 2)"]
+    assert "couple: distress change not simulated for aryn_josh_and_lorena/009_s04e09_ct34_segment04 (3 members" in res.out
