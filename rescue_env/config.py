@@ -56,8 +56,9 @@ class EnvConfig:
                 raise ValueError(f"env {name} must be an integer ≥ 1, got {value!r}")
         if isinstance(self.min_prefix, bool) or not isinstance(self.min_prefix, int) or self.min_prefix < 0:
             raise ValueError(f"env min_prefix must be an integer ≥ 0, got {self.min_prefix!r}")
-        if not isinstance(self.settle_threshold, (int, float)) or not 0.0 <= self.settle_threshold <= 1.0:
-            raise ValueError(f"env settle_threshold must be within [0, 1], got {self.settle_threshold!r}")
+        if isinstance(self.settle_threshold, bool) or not isinstance(self.settle_threshold, (int, float)) or not self.settle_threshold >= 0.0:
+            # distress lies in [0, 1]: 0 never settles, above 1 settles after settle_steps
+            raise ValueError(f"env settle_threshold must be a number ≥ 0, got {self.settle_threshold!r}")
         if self.render_mode is not None and self.render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode {self.render_mode!r} not supported; use one of {RENDER_MODES}")
         if self.render_mode == "ansi" and not self.record_transcript:

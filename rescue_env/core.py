@@ -489,6 +489,7 @@ def _step_kernel(actions, S, T, ST, n_patterns, mode, X):
             X[1][e, :] = S[3][e]
             X[2][e, :] = I[e]
             X[3][e, :] = S[5][e]
+            X[4][e, :] = S[0][e]
             _restart(e, S, P, ST, n_patterns)
 
 
@@ -690,8 +691,9 @@ class Core:
             self.D, self.G, self.I, self.F, self.UNT, self.TURNS, self.KEY, self.TS, self.TT, self.TA,
             self.BT, self.BA, self.obs, self.rewards, self.terminated, self.truncated, self.final_obs,
         )  # fmt: skip
-        #: the final floats, integers and untended turns of episodes that ended in a SAME_STEP call
-        self.X = (self.final_obs, np.zeros_like(self.F), np.zeros_like(self.I), np.zeros_like(self.TURNS))
+        #: the final observation, floats, integers, untended turns and distress of episodes that
+        #: ended in a SAME_STEP call
+        self.X = (self.final_obs, np.zeros_like(self.F), np.zeros_like(self.I), np.zeros_like(self.TURNS), np.zeros_like(self.D))
 
     # settings ---------------------------------------------------------------------------------
     def set_reward(self, reward: RewardConfig) -> None:
@@ -812,19 +814,14 @@ class Core:
         n = int(i[I_N])
         k, cut = self.starts.origin[int(i[I_START])]
         members = self.starts.members[k]
-        d = self.D[e, :n] if not final else None
+        d = (self.X[4] if final else self.D)[e, :n]
         out: dict[str, Any] = {
             "steps": int(i[I_T]),
             "sigma_return": float(f[F_RETURN]),
             "sigma": dict(zip(COMPONENTS, (float(f[F_MEAN]), float(f[F_STANCE]), float(f[F_MAX]), float(f[F_COST])))),
         }
-        if d is not None:
-            out["final_max_distress"] = float(d.max())
-            out["final_mean_distress"] = float(d.sum() / n)
-        else:  # the final observation holds the final distress
-            fd = self.final_obs[e, :n].astype(float)
-            out["final_max_distress"] = float(fd.max())
-            out["final_mean_distress"] = float(fd.sum() / n)
+        out["final_max_distress"] = float(d.max())
+        out["final_mean_distress"] = float(d.sum() / n)
         out.update(
             peak_max_distress=float(f[F_PEAK]),
             untended_turns={m: int(x) for m, x in zip(members, TURNS[e, :n].tolist())},

@@ -120,11 +120,9 @@ def episode_key(np_random: np.random.Generator) -> int:
 
 def start_options(starts: StartTable, options: dict[str, Any] | None) -> tuple[int, int]:
     """``reset`` options as (dialogue index, cut row), ``-1`` for "draw it":
-    ``{"dialogue": sample_id, "start_row": k}`` may fix either."""
+    ``{"dialogue": sample_id, "start_row": k}`` may fix either; other keys are ignored, as
+    gymnasium envs do (PettingZoo's API test passes some)."""
     options = options or {}
-    unknown = set(options) - {"dialogue", "start_row"}
-    if unknown:
-        raise ValueError(f"unknown reset option(s) {sorted(unknown)}: use 'dialogue' (a sample id) and/or 'start_row'")
     dialogue = starts.index_of(options["dialogue"]) if "dialogue" in options else -1
     row = -1
     if "start_row" in options:

@@ -129,6 +129,7 @@ class GroupSupportEnv(gym.Env):
     dialogues = property(lambda self: self.sim.dialogues, doc="The seed dialogues.")
     observer = property(lambda self: self.sim.observer, doc="Observation spaces and layout.")
     record_transcript = property(lambda self: self.config.record_transcript, doc="Whether steps build benchmark rows.")
+    params = property(lambda self: self.sim.params, doc="The calibrated model's parameters (:class:`ScenarioParams`).")
 
     @property
     def horizon(self) -> int:

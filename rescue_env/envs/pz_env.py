@@ -95,6 +95,9 @@ class GroupSupportParallelEnv(ParallelEnv):
     reward_cfg = property(lambda self: self.single.reward_cfg)
     horizon = property(lambda self: self.single.horizon)
     record_transcript = property(lambda self: self.single.record_transcript)
+    config = property(lambda self: self.single.config)
+    dialogues = property(lambda self: self.single.dialogues)
+    params = property(lambda self: self.single.params)
 
     # spaces (same object every call) -----------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:

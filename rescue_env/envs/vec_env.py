@@ -36,6 +36,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -46,7 +47,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from rescue_env.config import EnvConfig
-from rescue_env.core import SAME_STEP
+from rescue_env.core import I_N, SAME_STEP
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.params import DynamicsParams
 from rescue_env.envs.vector import _Batch
@@ -163,6 +164,8 @@ class GroupSupportVecEnv(VecEnv):
         self._batch.started[:] = False
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        if attr_name in _METHODS:  # each session's method (sb3-contrib looks for action_masks)
+            return [functools.partial(self._session_method, attr_name, i) for i in self._get_indices(indices)]
         if attr_name not in _SHARED:
             raise AttributeError(f"GroupSupportVecEnv shares {sorted(_SHARED)} across its sessions; {attr_name!r} is not one of them")
         value = getattr(self, attr_name)
@@ -188,14 +191,18 @@ class GroupSupportVecEnv(VecEnv):
         if method_name not in _METHODS:
             raise AttributeError(f"GroupSupportVecEnv's sessions offer {sorted(_METHODS)}; not {method_name!r}")
         idx = list(self._get_indices(indices))
-        core = self._batch.core
-        if method_name == "action_masks":  # MaskablePPO asks every step
-            masks = core.masks()
+        if method_name == "action_masks":  # MaskablePPO asks every step: one table lookup
+            masks = self._batch.core.masks()
             return [masks[i] for i in idx]
-        if method_name == "action_mask_factored":
-            n = core.I[:, 0]
-            return [tuple(m.copy() for m in core.factored_tables[int(n[i])]) for i in idx]
-        return [core.stats(i) for i in idx]
+        return [self._session_method(method_name, i) for i in idx]
+
+    def _session_method(self, name: str, i: int) -> Any:
+        core = self._batch.core
+        if name == "action_masks":
+            return core.masks()[i]
+        if name == "action_mask_factored":
+            return tuple(m.copy() for m in core.factored_tables[int(core.I[i, I_N])])
+        return core.stats(i)
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
         # the sessions are bare: nothing wraps them (episode statistics come from here)

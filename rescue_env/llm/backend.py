@@ -150,11 +150,9 @@ class LLMBackend:
 
     def close(self) -> None:
         """Close the client's connections (``GroupSupportEnv.close`` calls this)."""
-        close = getattr(self.client, "close", None)
-        if close is not None:
-            result = close()
-            if inspect.isawaitable(result):
-                call_blocking(result)
+        aclose = getattr(self.client, "aclose", None)
+        if aclose is not None:  # the client reconnects if it is used again
+            call_blocking(aclose())
 
     # episode memory ---------------------------------------------------------------------------
     def attach(self, session: Session, *, tag: str | None = None) -> EpisodeMemory:
