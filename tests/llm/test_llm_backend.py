@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 import pytest
+
+from rescue_env import parallel_env
 from llm_episodes import varied_responder
 
 from agents.llm import LLMTherapist
@@ -324,3 +326,22 @@ def test_make_agent_builds_the_llm_therapist(serve, client_for):
 
     agent = make_agent("llm", "couple", client=client_for(serve()), window=4, show_state=False)
     assert isinstance(agent, LLMTherapist) and agent.name == "llm" and agent.window == 4 and not agent.show_state
+
+
+def test_close_releases_the_llm_client(serve, client_for):
+    server = serve(lambda body: {})
+    client = client_for(server)
+    closed = []
+    original = client.aclose
+
+    async def aclose():
+        closed.append(True)
+        await original()
+
+    client.aclose = aclose
+    env = GroupSupportEnv("couple", dynamics=LLMBackend("couple", client))
+    env.close()
+    assert closed == [True]
+    par = parallel_env(scenario="couple", dynamics=LLMBackend("couple", client))
+    par.close()
+    assert closed == [True, True]
