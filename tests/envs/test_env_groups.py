@@ -10,26 +10,13 @@ from rescue_env.data import GroupSizeError
 from rescue_env.envs.gym_env import GroupSupportEnv
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GroupSupportEnv does not call rescue_env.data.check_group_sizes(env.dialogues, env.encoding.max_members) "
-    "at construction yet: rescue_env.core.StartTable cuts participants to max_members (the env core refactor, issue 11)",
-)
 def test_the_env_never_drops_a_member(real_more_path, three_partner_couple):
-    try:
-        env = GroupSupportEnv("couple", data_path=str(real_more_path))
-    except GroupSizeError as e:
-        assert three_partner_couple.sample_id in str(e) and "env.max_members=3" in str(e)
-        return
-    env.reset(seed=0, options={"dialogue": three_partner_couple.sample_id})
-    assert env.session.members == tuple(three_partner_couple.participants)
+    """With the default cap of two the three-partner couple is refused by name, at construction."""
+    with pytest.raises(GroupSizeError) as e:
+        GroupSupportEnv("couple", data_path=str(real_more_path))
+    assert three_partner_couple.sample_id in str(e.value) and "env.max_members=3" in str(e.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="couples take env.max_members=2 only until the env core takes 2-3 partners (issue 11)",
-)
 def test_three_partner_couple_plays_with_all_three(real_more_path, three_partner_couple):
     env = GroupSupportEnv("couple", data_path=str(real_more_path), max_members=3, record_transcript=True)
     obs, info = env.reset(seed=0, options={"dialogue": three_partner_couple.sample_id, "start_row": 4})
