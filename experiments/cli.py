@@ -25,7 +25,7 @@ HYDRA_COMMANDS: dict[str, str] = {
 USAGE = """usage: rescue COMMAND [ARGS...]
 
 commands:
-  data validate PATH [--strict]   check a .jsonl file or a directory of dialogues
+  data validate PATH... [--strict] check .jsonl files or directories of dialogues (one data set)
   data export PATH OUT.jsonl      load dialogues from PATH and write them as JSON Lines
   data fetch [DEST] [--sha256 H]  download the public release (benchmark_191.jsonl), check it
   judge agreement --human H.csv [--judge J.csv | --run DIR]
@@ -50,7 +50,7 @@ def data_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rescue data", description="Check and convert RESCUE-BENCH dialogue files.")
     sub = parser.add_subparsers(dest="action", required=True)
     v = sub.add_parser("validate", help="check a .jsonl file or a directory of per-sample .json files")
-    v.add_argument("path", nargs="?", default=None, help="file or directory (default: the bundled seeds)")
+    v.add_argument("path", nargs="*", default=None, help="files or directories, read as one data set (default: the bundled seeds)")
     v.add_argument("--strict", action="store_true", help="unknown labels are errors, not warnings")
     e = sub.add_parser("export", help="write dialogues as JSON Lines (repaired text)")
     e.add_argument("path")
@@ -67,7 +67,7 @@ def data_main(argv: list[str]) -> int:
 
     from rescue_env.data import validate, write_jsonl
 
-    report = validate(args.path, strict=getattr(args, "strict", False))
+    report = validate(args.path or None, strict=getattr(args, "strict", False))
     if report.errors:
         for p in report.errors:
             print(p, file=sys.stderr)

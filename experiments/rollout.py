@@ -38,9 +38,9 @@ from tqdm import tqdm
 
 from agents import make_agent
 from agents.sb3 import load_policy, policy_scenario
-from experiments.common import load_data, run_dir
+from experiments.common import load_playable, run_dir
 from experiments.config import env_config, make_llm_backend, register_configs, reward_config
-from rescue_env.data import load_dialogues, resolve_data_path
+from rescue_env.data import load_dialogues, resolve_data_paths
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.comparison import compare
 from rescue_env.report import console_rows, csv_rows, write_report
@@ -110,7 +110,9 @@ def _trained_scenario(path: str, mtime_ns: int) -> str | None:
 def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     """The rollout job (callable without Hydra's CLI for tests)."""
     t0 = time.perf_counter()
-    dialogues, source = load_data(cfg.data.path, cfg.data.strict)
+    # every group must fit its env (env.max_members): an error naming the sample, never a cut
+    dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members)
+    # the imitation prior is fitted on every member of every group: no size limit there
     imitation_data = load_dialogues(cfg.imitation_data) if cfg.imitation_data else dialogues
     if cfg.episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {cfg.episodes}")
@@ -262,7 +264,8 @@ def run_concurrent(
 
     backends: dict[str, Any] = {}
     # one env per episode in flight: built from the data path, they share one parse and text bank
-    data_path = str(resolve_data_path(cfg.data.path))
+    paths = resolve_data_paths(cfg.data.path)
+    data_path: Any = str(paths[0]) if len(paths) == 1 else dialogues  # several files: the list loaded above
 
     def env_for(scenario: str) -> GroupSupportEnv:
         if cfg.dynamics.name != "llm":

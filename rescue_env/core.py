@@ -538,7 +538,8 @@ class StartTable:
     Args:
         dialogues: the seed dialogues (one scenario).
         patterns: the scenario's patterns (their order indexes the pattern column).
-        cap: the group-size cap (members beyond it are left out, in participant order).
+        cap: the group-size cap (a larger group is an error: the envs check first, see
+            :func:`rescue_env.data.check_group_sizes`).
         min_prefix: fewest seed rows before a drawn cut.
     """
 
@@ -563,9 +564,9 @@ class StartTable:
         index = {p: i for i, p in enumerate(patterns)}
         s = 0
         for k, dialogue in enumerate(self.dialogues):
-            members = tuple(dialogue.participants[:cap])
-            if not members:
-                raise ValueError(f"dialogue {dialogue.sample_id!r} has no participants")
+            members = tuple(dialogue.participants)
+            if not 1 <= len(members) <= cap:
+                raise ValueError(f"dialogue {dialogue.sample_id!r} has {len(members)} participants; the env holds 1..{cap} (env.max_members)")
             self.members.append(members)
             self.first[k] = s
             self.count[k] = len(dialogue.rows) + 1

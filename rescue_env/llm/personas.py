@@ -63,7 +63,8 @@ def default_role(name: str, scenario: str, others: list[str], roles: dict[str, s
     if roles and roles.get(name):
         return str(roles[name])
     if scenario == "couple":
-        return f"one partner of a couple (with {others[0]})" if others else "one partner of a couple"
+        # the release's "couple" may have three partners: name every other one
+        return f"one partner of a couple (with {', '.join(others)})" if others else "one partner of a couple"
     return f"a member of the family (with {', '.join(others)})"
 
 
