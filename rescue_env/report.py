@@ -56,8 +56,8 @@ PATTERN_COLORS: dict[str, str] = {
     "cooperative_family_alliance": "#ccebc5",
     "none": "#e6e6e6",
 }
-#: Members' line colours, by seat (matplotlib's tab10: saturated, unlike PATTERN_COLORS).
-MEMBER_COLORS = [plt.get_cmap("tab10")(i) for i in range(10)]
+#: Members' line colours, by seat: dark tones, so no member reads as the pastel of a pattern.
+MEMBER_COLORS = ["#1f3b73", "#b35806", "#1b7837", "#762a83", "#b2182b", "#01665e", "#5e3c99", "#8c510a", "#2166ac", "#4d4d4d"]
 WORST_OFF_STYLE = {"color": "black", "lw": 2.2, "ls": "--"}
 
 
@@ -157,10 +157,12 @@ def plot_snapshots(record: EpisodeRecord, path: Path, count: int = 3) -> Path:
     members = _members(record)
     idx = sorted(set(np.linspace(0, len(record.trace) - 1, max(1, count)).round().astype(int).tolist()))
     side = 3.0 if len(members) <= 3 else 3.6
+    # snapshots, the distress colour bar, a spacer (room for its label), the stance colour bar
     fig, axes = plt.subplots(
-        1, len(idx) + 2, figsize=(side * len(idx) + 1.8, side + 0.4), squeeze=False,
-        gridspec_kw={"width_ratios": [1.0] * len(idx) + [0.06, 0.06], "wspace": 0.35},
+        1, len(idx) + 3, figsize=(side * len(idx) + 2.4, side + 0.4), squeeze=False,
+        gridspec_kw={"width_ratios": [1.0] * len(idx) + [0.06, 0.2, 0.06], "wspace": 0.3},
     )
+    axes[0][-2].set_axis_off()
     for ax, t in zip(axes[0], idx):
         p = record.trace[t]
         draw_stance_graph(ax, members, p["distress"], p["stance"], f"t={t}  {p['pattern'] or 'no clear pattern'}")
@@ -170,7 +172,7 @@ def plot_snapshots(record: EpisodeRecord, path: Path, count: int = 3) -> Path:
         ax.title.set_fontsize(8)
     # the colour maps of draw_stance_graph: nodes Reds(0.15 + 0.85 d), edges RdYlGn(0.5 + 0.5 g)
     reds = ListedColormap(plt.get_cmap("Reds")(np.linspace(0.15, 1.0, 256)))
-    fig.colorbar(ScalarMappable(Normalize(0, 1), reds), cax=axes[0][-2], label="distress d (nodes)")
+    fig.colorbar(ScalarMappable(Normalize(0, 1), reds), cax=axes[0][-3], label="distress d (nodes)")
     fig.colorbar(ScalarMappable(Normalize(-1, 1), "RdYlGn"), cax=axes[0][-1], label="stance g (edges)")
     fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
