@@ -107,6 +107,21 @@ class ExperimentConfig:
 
 
 @dataclass
+class TrackingConfig:
+    """Optional experiment tracking of ``rescue train`` (``tracking=mlflow|wandb``; see
+    :mod:`experiments.tracking`)."""
+
+    #: mlflow | wandb | null (TensorBoard only)
+    backend: Optional[str] = None
+    #: MLflow experiment / W&B project
+    project: str = "rescue-env"
+    #: MLflow tracking URI (null: a file store in RUN/mlruns)
+    uri: Optional[str] = None
+    #: W&B mode: offline (RUN/wandb, `wandb sync` later) or online
+    mode: str = "offline"
+
+
+@dataclass
 class RolloutConfig:
     """``rescue rollout``: closed-loop episodes of therapist agents on seed dialogues."""
 
@@ -173,6 +188,7 @@ class TrainConfig:
     task_eval: bool = False
     #: show SB3's progress bar (off in sweeps, whose jobs run side by side)
     progress: bool = True
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
 @dataclass
@@ -201,6 +217,7 @@ def register_configs() -> None:
     cs.store(group="agent", name="agent_schema", node=AgentConfig)
     cs.store(group="llm", name="llm_schema", node=LLMConfig)
     cs.store(group="experiment", name="experiment_schema", node=ExperimentConfig)
+    cs.store(group="tracking", name="tracking_schema", node=TrackingConfig)
 
 
 def compose(config_name: str, overrides: list[str] | None = None) -> Any:

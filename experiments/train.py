@@ -38,6 +38,7 @@ from tabulate import tabulate
 
 from agents import make_agent
 from agents.sb3 import SB3Agent, algo_class
+from experiments import tracking
 from experiments.common import load_playable, run_dir
 from experiments.config import env_config, register_configs, reward_config
 from rescue_env.envs.gym_env import GroupSupportEnv
@@ -236,6 +237,9 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     tb_dir = out / "tb" / run_name
     model.set_logger(configure(None, []))
     model.logger.output_formats.append(NamespacedTensorBoard(str(tb_dir)))
+    tracker = tracking.start(cfg.tracking, out, run_name, hparams(cfg))  # MLflow / W&B, optional
+    if tracker is not None:
+        model.logger.output_formats.append(tracker)
     sigma_cb = SigmaEvalCallback(eval_env, scenario, cfg.eval_freq, cfg.eval_episodes, cfg.seed + 10_000, cfg.env.horizon)
     callbacks: list[BaseCallback] = [
         HParamsCallback(hparams(cfg)),
@@ -278,6 +282,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     ):
         model.logger.record(tag, value)
     model.logger.dump(model.num_timesteps)
+    if tracker is not None:
+        tracker.close()
     metrics = {
         "run_name": run_name,
         "env_id": env_id,
