@@ -1,7 +1,7 @@
 """The ``rescue`` console script.
 
-``rescue data ...``, ``rescue summarize DIR`` and ``rescue report RUN_DIR`` are plain
-commands; every command that runs an experiment (``rollout``, ``train``, ``calibrate``,
+``rescue data ...``, ``rescue summarize DIR``, ``rescue report RUN_DIR`` and ``rescue merge
+OUT SHARD_DIR...`` are plain commands; every command that runs an experiment (``rollout``, ``train``, ``calibrate``,
 ``eval-tasks``, ``judge``) is a Hydra app and takes Hydra overrides (``rescue rollout episodes=4 data.path=my.jsonl``,
 ``rescue train -m reward.lam=0,0.5 seed=0,1``).
 """
@@ -32,6 +32,7 @@ commands:
                                   judge-vs-human agreement (exact, MAE, quadratic κ)
   summarize DIR [--reps N]        one table of a sweep's jobs: mean ± 95 % CI, IQM, paired Δ
   report RUN_DIR [--compare-to A] re-render report.html of a rollout run folder
+  merge OUT SHARD_DIR...          join a sharded rollout's run folders (shard=i/n) into OUT
 {hydra}
 Hydra commands take overrides, e.g. `rescue rollout episodes=4 seed=1`;
 `rescue COMMAND --help` lists their configuration."""
@@ -124,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.report import main as report_main
 
         return report_main(rest)
+    if cmd == "merge":
+        from experiments.report import merge_main
+
+        return merge_main(rest)
     if cmd in hydra_cmds:
         module = importlib.import_module(hydra_cmds[cmd])
         # Hydra reads sys.argv; present the subcommand as the program name.

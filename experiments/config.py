@@ -139,6 +139,9 @@ class RolloutConfig:
     #: reference agent of the paired differences (Δ σ* return on the same episodes, 95 % CI);
     #: null or an agent not in the run: no paired column
     compare_to: Optional[str] = "heuristic"
+    #: "i/n": play only the i-th of n shards of the seed dialogues (0 ≤ i < n; every agent on
+    #: the same ones), e.g. one per cluster job; `rescue merge OUT SHARD_DIR...` joins them
+    shard: Optional[str] = None
     #: episodes per seed dialogue
     episodes: int = 6
     seed: int = 0

@@ -2,6 +2,11 @@
 from its ``episodes.jsonl`` (e.g. after an upgrade of the report, or for a run made with
 ``report=false``), keeping a judge section that ``rescue judge`` put there.
 
+``rescue merge OUT SHARD_DIR...``: join the run folders of a sharded rollout (``shard=i/n``
+jobs) into one run folder ``OUT``: ``episodes.jsonl`` (each episode once, in canonical
+order), ``metrics.json`` (the comparison over all shards; each shard's own metrics under
+``shards``), ``summary.csv`` and ``report.html``.
+
 Reads ``episodes.jsonl`` (every agent's episodes), ``metrics.json`` (the reference agent of
 the paired differences and the LLM usage, when present) and ``.hydra/config.yaml`` (shown in
 the report; ``snapshots``). ``--compare-to AGENT`` changes the reference agent.
@@ -70,6 +75,65 @@ def rebuild_report(run_dir: str | Path, compare_to: str | None = None) -> Path:
     if judge:
         insert_into_report(path, judge)
     return path
+
+
+def merge_runs(out: str | Path, shards: list[str | Path], compare_to: str | None = None) -> dict:
+    """Join the shard run folders into ``out``; returns the merged ``metrics.json``. A key
+    present in two shards is an error unless both lines are equal (the same episode)."""
+    import csv
+
+    from rescue_env.report import csv_rows
+
+    out = Path(out)
+    lines: dict[str, str] = {}
+    for shard in shards:
+        path = Path(shard) / "episodes.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist: not a `rescue rollout` run folder")
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            key = f"rollout/{obj['agent']}/{obj['seed_sample_id']}/ep{obj['episode']}"
+            if key in lines and lines[key] != line:
+                raise ValueError(f"{key} differs between shards: were they run with different settings?")
+            lines[key] = line
+    out.mkdir(parents=True, exist_ok=True)
+    order = sorted(lines, key=lambda k: (json.loads(lines[k])["agent"], k))
+    (out / "episodes.jsonl").write_text("".join(lines[k] + "\n" for k in order), encoding="utf-8")
+    records = load_records(out)
+    metrics_of = [json.loads((Path(s) / "metrics.json").read_text(encoding="utf-8")) if (Path(s) / "metrics.json").is_file() else {} for s in shards]
+    reference = compare_to if compare_to is not None else next((m.get("compare_to") for m in metrics_of if m.get("compare_to")), "heuristic")
+    comparison = compare(records, reference)
+    metrics = {"merged_from": [str(s) for s in shards], **comparison, "shards": metrics_of}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
+    headers, rows = csv_rows(comparison)
+    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(headers)
+        writer.writerows(rows)
+    config = Path(shards[0]) / ".hydra" / "config.yaml"
+    write_report(out, comparison, records, config_text=config.read_text(encoding="utf-8") if config.is_file() else "")
+    return metrics
+
+
+def merge_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rescue merge", description="Join the run folders of a sharded rollout (shard=i/n).")
+    parser.add_argument("out", help="the merged run folder to write")
+    parser.add_argument("shards", nargs="+", help="the shards' run folders")
+    parser.add_argument("--compare-to", default=None, help="reference agent of the paired Δ (default: the shards')")
+    args = parser.parse_args(argv)
+    try:
+        metrics = merge_runs(args.out, args.shards, args.compare_to)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"rescue merge: {exc}", file=sys.stderr)
+        return 1
+    from experiments.rollout import console_table
+    from rescue_env.report import console_rows
+
+    print(console_table(*console_rows(metrics)))
+    print(f"merged {len(args.shards)} shard(s) into {args.out} (report.html, summary.csv, metrics.json)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -117,7 +117,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if cfg.episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {cfg.episodes}")
     scenarios = select_scenarios(cfg.env.scenario, dialogues, source)
-    dialogues = [d for d in dialogues if d.scenario in scenarios]
+    dialogues = shard_of([d for d in dialogues if d.scenario in scenarios], cfg.shard)
+    scenarios = [s for s in scenarios if any(d.scenario == s for d in dialogues)]
     names = agent_names(cfg)
     out.mkdir(parents=True, exist_ok=True)
     episodes_path = out / "episodes.jsonl"
@@ -188,6 +189,24 @@ def select_scenarios(scenario: str, dialogues: list, source: str) -> list[str]:
     if scenario not in present:
         raise ValueError(f"env={scenario}: no {scenario} dialogue in {source} (it has {', '.join(present) or 'none'}); use env=all")
     return [scenario]
+
+
+def shard_of(dialogues: list, shard: str | None) -> list:
+    """The seed dialogues of shard ``"i/n"`` (every n-th by sample id, starting at i), all of
+    them for None; every agent plays the same shard, so the shards' episodes pair up."""
+    if shard is None:
+        return dialogues
+    try:
+        i, n = (int(x) for x in str(shard).split("/"))
+    except ValueError:
+        raise ValueError(f"shard must be 'i/n' with integers, e.g. shard=0/4, got {shard!r}") from None
+    if not 0 <= i < n:
+        raise ValueError(f"shard {shard!r}: need 0 ≤ i < n")
+    ordered = sorted(dialogues, key=lambda d: d.sample_id)
+    picked = {d.sample_id for d in ordered[i::n]}
+    if not picked:
+        raise ValueError(f"shard {shard!r} is empty: only {len(ordered)} seed dialogues")
+    return [d for d in dialogues if d.sample_id in picked]
 
 
 def print_summary(comparison: dict[str, Any]) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from experiments.cli import main
 
 
@@ -27,3 +29,32 @@ def test_report_is_rebuilt_from_the_run_folder(rollout_run, tmp_path: Path, caps
 def test_a_folder_without_episodes_is_a_clear_error(tmp_path: Path, capsys):
     assert main(["report", str(tmp_path)]) == 1
     assert "not a `rescue rollout` run folder" in capsys.readouterr().err
+
+
+def test_shards_merge_into_the_unsharded_run(rollout_run, rescue, rollout_args, tmp_path: Path, capsys):
+    import json
+
+    shards = []
+    for i in (0, 1):
+        d = tmp_path / f"shard{i}"
+        run = rescue(["rollout", f"hydra.run.dir={d}", *rollout_args, f"shard={i}/2", "report=false"])
+        assert run.rc == 0, run.err[-2000:]
+        shards.append(d)
+    sizes = [len((d / "episodes.jsonl").read_text().splitlines()) for d in shards]
+    assert sizes == [10, 8]  # 9 seeds over 2 shards (5 + 4), 2 agents each
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *map(str, shards)]) == 0
+    assert "merged 2 shard(s)" in capsys.readouterr().out
+    merged = json.loads((out / "metrics.json").read_text())
+    whole = json.loads((rollout_run.dir / "metrics.json").read_text())
+    for agent in ("never", "heuristic"):
+        assert merged["agents"][agent]["episodes"] == whole["agents"][agent]["episodes"] == 9
+        assert merged["agents"][agent]["sigma_return_mean"] == pytest.approx(whole["agents"][agent]["sigma_return_mean"])
+    for key in ("mean", "ci_low", "ci_high", "n"):
+        assert merged["agents"]["never"]["paired"][key] == pytest.approx(whole["agents"]["never"]["paired"][key])
+    assert (out / "report.html").is_file() and (out / "summary.csv").is_file()
+
+
+def test_a_bad_shard_is_a_clear_error(rescue, tmp_path: Path):
+    run = rescue(["rollout", f"hydra.run.dir={tmp_path / 'x'}", "episodes=1", "agents=[never]", "shard=2/2", "progress=false"])
+    assert run.rc != 0 and "need 0 ≤ i < n" in run.err
