@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
+from experiments.errors import user_errors
 from rescue_env.dynamics.fidelity import evaluate_fidelity, format_fidelity, plot_fidelity
 from rescue_env.dynamics.fit import fit_params
 
@@ -23,6 +24,7 @@ register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="calibrate")
+@user_errors
 def main(cfg: DictConfig) -> None:
     t0 = time.perf_counter()
     out = run_dir()

@@ -21,6 +21,9 @@ from hydra.core.config_store import ConfigStore
 
 from rescue_env.llm.config import LLMConfig
 from rescue_env.reward import RewardConfig
+from rescue_env.validation import check_choice, check_range
+
+SCENARIOS = ("couple", "family")
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -53,6 +56,14 @@ class EnvConfig:
     settle_steps: int = 3
     terminate_on_settle: bool = True
 
+    def __post_init__(self) -> None:
+        check_choice(self, "scenario", SCENARIOS)
+        check_range(self, "horizon", 1)
+        check_range(self, "max_members", 2, optional=True)
+        check_range(self, "min_prefix", 1)
+        check_range(self, "settle_threshold", 0.0)
+        check_range(self, "settle_steps", 1)
+
 
 @dataclass
 class DynamicsConfig:
@@ -64,6 +75,10 @@ class DynamicsConfig:
     params: Optional[str] = None
     #: who labels the relation pattern in LLM runs: calibrated (the model's transition) or llm
     annotator: str = "calibrated"
+
+    def __post_init__(self) -> None:
+        check_choice(self, "name", ("calibrated", "llm"))
+        check_choice(self, "annotator", ("calibrated", "llm"))
 
 
 @dataclass
@@ -80,6 +95,10 @@ class AgentConfig:
     window: int = 12
     #: llm: also show the LLM therapist a summary of the group state (distress, stances, pattern)
     show_state: bool = True
+
+    def __post_init__(self) -> None:
+        check_agent_names([self.name] if self.name is not None else [], "name")
+        check_range(self, "window", 1)
 
 
 @dataclass
@@ -116,6 +135,17 @@ class RolloutConfig:
     snapshots: int = 3
     #: show a progress bar
     progress: bool = True
+    #: start the run folder afresh when it holds episodes made with other settings
+    #: (otherwise such a rerun is refused: see experiments/run_record.py)
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.agent.name is None:
+            if not self.agents and not self.policy:
+                raise ValueError("agents=[] names no agent to run: give agents=[heuristic,...] or agent=NAME")
+            check_agent_names(self.agents, "agents")
+        check_range(self, "episodes", 1)
+        check_range(self, "snapshots", 0)
 
 
 @dataclass
@@ -151,6 +181,19 @@ class TrainConfig:
     #: log static-task figures (ITP/STP/SSP/RPP) of the policy during training
     task_eval: bool = False
 
+    def __post_init__(self) -> None:
+        if self.algo not in ("maskable_ppo", "ppo"):
+            raise ValueError(f"algo={self.algo!r}: unknown algo {self.algo!r}: use maskable_ppo or ppo")
+        for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "eval_episodes", "torch_threads"):
+            check_range(self, name, 1)
+        for name in ("eval_freq", "checkpoint_freq", "ent_coef"):
+            check_range(self, name, 0)
+        check_range(self, "learning_rate", 0.0, low_open=True)
+        check_range(self, "gamma", 0.0, 1.0)
+        check_range(self, "holdout", 0.0, 0.95)
+        if not self.net_arch or any(n < 1 for n in self.net_arch):
+            raise ValueError(f"net_arch={list(self.net_arch)!r}: expected a non-empty list of layer widths >= 1")
+
 
 @dataclass
 class CalibrateConfig:
@@ -163,6 +206,19 @@ class CalibrateConfig:
     sim_draws: int = 20
     #: output parameter file name (inside the run folder)
     output: str = "dynamics_params.json"
+
+    def __post_init__(self) -> None:
+        check_range(self, "folds", 2)
+        check_range(self, "sim_draws", 1)
+
+
+def check_agent_names(names: Any, field_name: str) -> None:
+    """Raise ``ValueError`` for an agent name that ``agents.make_agent`` does not know."""
+    from agents import AGENT_NAMES
+
+    for name in names:
+        if name not in AGENT_NAMES:
+            raise ValueError(f"{field_name}: unknown agent {name!r}; choose from {list(AGENT_NAMES)}")
 
 
 def register_configs() -> None:

@@ -20,6 +20,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.errors import user_errors
 from rescue_env.data import Dialogue, load_dialogues
 from rescue_env.tasks import (
     AgentPredictor,
@@ -99,6 +100,7 @@ def build_judge(cfg: DictConfig, predictor: Any) -> Any:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval_tasks")
+@user_errors
 def main(cfg: DictConfig) -> None:
     # Hydra logs at INFO; one line per HTTP request would bury the progress bars.
     for noisy in ("httpx", "httpx2", "openai"):

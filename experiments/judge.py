@@ -23,6 +23,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.errors import user_errors
 from rescue_env.judges.pipeline import JudgeConfig, run_judge
 from rescue_env.judges.report import write_outputs
 
@@ -189,6 +190,7 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="judge")
+@user_errors
 def hydra_main(cfg: DictConfig) -> None:
     """The Hydra app behind ``rescue judge``."""
     run(cfg)

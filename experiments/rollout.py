@@ -40,6 +40,7 @@ from agents import make_agent
 from agents.sb3 import load_policy, policy_scenario
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
+from experiments.errors import user_errors
 from rescue_env.data import load_dialogues, resolve_data_path
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.report import summary_rows, write_report
@@ -341,6 +342,7 @@ def usage_html(usage: dict[str, Any]) -> str:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="rollout")
+@user_errors
 def main(cfg: DictConfig) -> None:
     # torch (pulled by SB3 agents) would otherwise take every core for tiny policy nets
     os.environ.setdefault("OMP_NUM_THREADS", "1")

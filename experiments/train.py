@@ -36,6 +36,7 @@ from agents import make_agent
 from agents.sb3 import SB3Agent
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
+from experiments.errors import user_errors
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 from rescue_env.rollout import mean_ci, run_episode
@@ -249,6 +250,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="train")
+@user_errors
 def main(cfg: DictConfig) -> None:
     run(cfg, run_dir())
 

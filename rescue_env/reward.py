@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rescue_env.state import GroupState
+from rescue_env.validation import check_range
 
 
 @dataclass
@@ -33,8 +34,10 @@ class RewardConfig:
     gamma: float = 0.99
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"reward gamma must be within [0, 1], got {self.gamma}")
+        # negative weights would reward distress (λ = -5 turns σ* upside down)
+        for name in ("w_mean", "beta", "lam", "cost"):
+            check_range(self, name, 0.0)
+        check_range(self, "gamma", 0.0, 1.0)
 
 
 def sigma_star(state: GroupState, intervened: bool, cfg: RewardConfig) -> tuple[float, dict[str, float]]:

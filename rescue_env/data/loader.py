@@ -206,10 +206,15 @@ def validate(path: str | Path | None = None, *, strict: bool = False) -> Validat
 
 
 def write_jsonl(dialogues: Iterable[Dialogue], path: str | Path) -> Path:
-    """Write dialogues as benchmark JSON Lines (readable by :func:`load_dialogues`)."""
+    """Write dialogues as benchmark JSON Lines (readable by :func:`load_dialogues`).
+
+    The file is replaced atomically: killed mid-write, ``path`` keeps its old content
+    (which may be the very file the dialogues were read from)."""
+    from rescue_env.atomic import atomic_open
+
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as fh:
+    with atomic_open(out, "w", encoding="utf-8") as fh:
         for d in dialogues:
             fh.write(json.dumps(d.to_dict(), ensure_ascii=False) + "\n")
     return out
