@@ -40,11 +40,11 @@ from agents import make_agent
 from agents.sb3 import load_policy, policy_scenario
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
-from experiments.errors import user_errors
+from experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
 from rescue_env.data import load_dialogues, resolve_data_path
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.report import summary_rows, write_report
-from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, record_from_json, run_episode, summarise
+from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, read_journal, run_episode, summarise
 
 log = logging.getLogger(__name__)
 register_configs()
@@ -61,23 +61,10 @@ def agent_names(cfg: DictConfig) -> list[tuple[str, str | None]]:
 
 
 def load_finished(path: Path) -> dict[str, EpisodeRecord]:
-    """Episodes already in ``episodes.jsonl``. A torn last line (a crash mid-write) is cut
-    off the file, so that the episode is redone and appended on a clean line."""
-    done: dict[str, EpisodeRecord] = {}
-    if not path.exists():
-        return done
-    text = path.read_text(encoding="utf-8")
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-        path.write_text(text, encoding="utf-8")
-    for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        rec = record_from_json(obj)
-        done[rec.key] = rec
-    return done
+    """Episodes already in ``episodes.jsonl``; from the first line that is not a whole
+    episode on, the file is cut (the rest kept in a backup) and those episodes are redone
+    (:func:`rescue_env.rollout.read_journal`)."""
+    return {rec.key: rec for _, rec in read_journal(path)}
 
 
 def make_env(cfg: DictConfig, scenario: str, dialogues: list | str, backend: Any = None) -> GroupSupportEnv:
@@ -116,14 +103,20 @@ def _trained_scenario(path: str, mtime_ns: int) -> str | None:
     return policy_scenario(load_policy(path))
 
 
-def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
-    """The rollout job (callable without Hydra's CLI for tests)."""
+def run(cfg: DictConfig, out: Path, only_scenario: str | None = None) -> dict[str, Any]:
+    """The rollout job (callable without Hydra's CLI for tests); ``only_scenario`` keeps
+    that scenario's seed dialogues only (else every scenario in the data is run)."""
     t0 = time.perf_counter()
     dialogues, source = load_data(cfg.data.path, cfg.data.strict)
     imitation_data = load_dialogues(cfg.imitation_data) if cfg.imitation_data else dialogues
     if cfg.episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {cfg.episodes}")
     scenarios = [s for s in ("couple", "family") if any(d.scenario == s for d in dialogues)]
+    if only_scenario is not None:  # env= given: that scenario only, and the data must hold it
+        if only_scenario not in scenarios:
+            raise UserError(f"env={only_scenario}: {source} holds no {only_scenario} dialogues (it holds {', '.join(scenarios) or 'none'})")
+        scenarios = [only_scenario]
+        dialogues = [d for d in dialogues if d.scenario == only_scenario]
     names = agent_names(cfg)
     out.mkdir(parents=True, exist_ok=True)
     episodes_path = out / "episodes.jsonl"
@@ -349,7 +342,29 @@ def main(cfg: DictConfig) -> None:
     # one INFO line per HTTP request would bury the run's log
     for noisy in ("httpx", "httpx2", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    run(cfg, run_dir())
+    metrics = run(cfg, run_dir(), only_scenario=explicit_scenario(cfg))
+    failed = sum(int(s.get("failed", 0)) for s in metrics["agents"].values())
+    if failed:
+        total = sum(int(s.get("episodes", 0)) for s in metrics["agents"].values())
+        reasons = sorted({str(e).split(" (after")[0] for e in (metrics.get("llm") or {}).get("failed_episodes", {}).values()})
+        print(
+            f"{failed} of {total} episodes failed" + (f": {'; '.join(reasons[:3])}" if reasons else "")
+            + ". Everything else is written; run the same command again to retry them.",
+            file=sys.stderr,
+        )
+        record_outcome(EXIT_SOME_FAILED)
+
+
+def explicit_scenario(cfg: DictConfig) -> str | None:
+    """The scenario named on the command line (``env=family``, ``env.scenario=...``), or None:
+    by default a rollout follows every seed dialogue of the data, whatever its scenario."""
+    from hydra.core.hydra_config import HydraConfig
+
+    for override in HydraConfig.get().overrides.task:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in ("env", "env.scenario"):
+            return str(cfg.env.scenario)
+    return None
 
 
 if __name__ == "__main__":

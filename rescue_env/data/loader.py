@@ -148,8 +148,9 @@ def load_dialogues(path: str | Path | None = None, *, strict: bool = False) -> l
     """Load every dialogue under ``path`` (a ``.jsonl`` file, a ``.json`` file or a directory);
     the bundled seeds when ``path`` is ``None``.
 
-    ``strict`` turns warnings (unknown strategy, pattern or utterance-type labels, a speaker
-    missing from ``participants``…) into errors.
+    ``strict`` turns warnings (unknown strategy, pattern or utterance-type labels…) into
+    errors. A ``participants`` string and a speaker missing from ``participants`` are
+    always errors.
 
     Raises:
         DataValidationError: one :class:`Problem` per error, nothing loaded.
@@ -462,7 +463,10 @@ class _DialogueParser:
 
         declared = obj.get("participants")
         participants: list[str] = []
-        if declared is not None:
+        if isinstance(declared, str):
+            # "Alan, Evelyn" read as one name would make a phantom member and lose Evelyn
+            self.error("participants", f"is a string ({declared[:40]!r})", 'a list of names, e.g. ["Alan", "Evelyn"]')
+        elif declared is not None:
             participants = [n for n in self.names(declared, "participants") if n not in NON_CLIENT_NAMES]
         scenario_v = obj.get("scenario")
         scenario: Scenario | None = None
@@ -522,13 +526,13 @@ class _DialogueParser:
                     note(t, people_order)
             for e in r.internal_emotion:
                 note(e.person, people_order)
-        if declared is None:
+        if declared is None or isinstance(declared, str):  # a string is already an error
             participants = list(people_order)
         else:
             for name in spoken:
                 if name not in participants:
-                    self.warn("participants", f"speaker {name!r} is not listed", "every client who speaks listed in participants")
-                    participants.append(name)
+                    # an error: the simulated group would lack a member who speaks in its history
+                    self.error("participants", f"speaker {name!r} is not listed", "every client who speaks listed in participants")
         mentioned: list[str] = []
         for r in rows:
             for v in r.viewpoints_attitudes:

@@ -5,7 +5,6 @@ sync and async paths, and the therapist's moves, fallbacks and rankings."""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 
 import numpy as np
