@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
 from experiments.errors import user_errors
+from rescue_env.atomic import atomic_write_text
 from rescue_env.dynamics.fidelity import evaluate_fidelity, format_fidelity, plot_fidelity
 from rescue_env.dynamics.fit import fit_params
 
@@ -35,7 +36,7 @@ def main(cfg: DictConfig) -> None:
     results = [r for r in results if r.dialogues]
     table = format_fidelity(results)
     print(table)
-    (out / "fidelity.json").write_text(json.dumps({"source": source, "scenarios": [r.to_dict() for r in results]}, indent=1))
+    atomic_write_text(out / "fidelity.json", json.dumps({"source": source, "scenarios": [r.to_dict() for r in results]}, indent=1))
     if results:
         plot_fidelity(results, out / "fidelity.png")
     small = [f"{r.scenario}: {r.dialogues} dialogues" for r in results if r.dialogues < 30]

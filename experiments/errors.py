@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rescue_env.data.errors import DataValidationError
-from rescue_env.secrets import scrub
+from rescue_env.secrets import install_log_scrubber, scrub
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -114,6 +114,7 @@ def user_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        install_log_scrubber()  # Hydra has set up the console and file log handlers by now
         try:
             return fn(*args, **kwargs)
         except USER_ERRORS as exc:

@@ -21,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.errors import user_errors
+from experiments.run_record import eval_tasks_defining
 from rescue_env.data import Dialogue, load_dialogues
 from rescue_env.tasks import (
     AgentPredictor,
@@ -131,7 +132,8 @@ def main(cfg: DictConfig) -> None:
         bertscore="auto" if cfg.bertscore else None,
         concurrency=int(cfg.concurrency),
         retry_failed=bool(cfg.retry_failed),
-        settings={"data": str(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge)},
+        # "config": the record the run folder is checked against on a rerun (experiments/run_record.py)
+        settings={"data": str(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge), "config": eval_tasks_defining(cfg)},
     )
     print(f"wrote {out_dir / 'tasks.json'} and {out_dir / 'details.jsonl'}")
 

@@ -41,6 +41,7 @@ from agents.sb3 import load_policy, policy_scenario
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
 from experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
+from rescue_env.atomic import atomic_open, atomic_write_text
 from rescue_env.data import load_dialogues, resolve_data_path
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.report import summary_rows, write_report
@@ -161,8 +162,8 @@ def run(cfg: DictConfig, out: Path, only_scenario: str | None = None) -> dict[st
     if usage is not None:
         print(tabulate(usage_rows(usage), headers=["LLM usage", ""]))
         metrics["llm"] = usage
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
-    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
+    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    with atomic_open(out / "summary.csv", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(headers)
         writer.writerows(rows)

@@ -53,3 +53,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         fh.write(data)
     return Path(path)
 
+
+
+def save_figure(fig, path: str | Path, **kwargs) -> Path:
+    """``fig.savefig(path, **kwargs)``, atomically (the format follows the suffix)."""
+    target = Path(path)
+    with atomic_open(target, "wb") as fh:
+        fig.savefig(fh, format=target.suffix.lstrip(".") or "png", **kwargs)
+    return target
