@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -94,11 +95,13 @@ def report_error(message: str, prog: str | None = None) -> None:
 
 
 def fail(message: str, exc: BaseException | None = None) -> None:
-    """Report a user error and exit with code 2 (``HYDRA_FULL_ERROR=1``: raise instead)."""
-    if full_error():
-        if exc is not None:
-            raise exc
-        raise UserError(message)
+    """Report a user error and exit with code 2; with ``HYDRA_FULL_ERROR=1`` the traceback
+    of ``exc`` is printed first.
+
+    It exits rather than raising: Hydra turns an exception of a callback into a warning
+    and goes on with the run."""
+    if full_error() and exc is not None:
+        traceback.print_exception(exc, file=sys.stderr)
     report_error(message)
     raise SystemExit(EXIT_USER_ERROR)
 

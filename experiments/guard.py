@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import re
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 
-from experiments.errors import ConfigError, UserError, fail, mark_composed
+from experiments.errors import EXIT_BUG, ConfigError, UserError, fail, mark_composed
 from rescue_env.secrets import looks_like_key
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -138,6 +139,9 @@ class ConfigGuard(Callback):
             check_secrets(task_config(config))
         except UserError as exc:
             fail(str(exc), exc)
+        except Exception:
+            traceback.print_exc()
+            raise SystemExit(EXIT_BUG) from None
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
@@ -151,3 +155,6 @@ class ConfigGuard(Callback):
             check_config(config, command, output_dir)
         except UserError as exc:
             fail(str(exc), exc)
+        except Exception:  # a bug here must stop the run: Hydra would only warn and go on
+            traceback.print_exc()
+            raise SystemExit(EXIT_BUG) from None
