@@ -24,6 +24,7 @@ from rescue_env.secrets import scrub
 EXCERPT_CHARS = 160
 _TAGS_RE = re.compile(r"<[^>]+>")
 _SPACE_RE = re.compile(r"\s+")
+_SDK_PREFIX_RE = re.compile(r"^Error code: \d+ - ")
 
 
 def excerpt(body: Any, limit: int = EXCERPT_CHARS) -> str:
@@ -63,7 +64,8 @@ def describe_failure(exc: BaseException, *, base_url: str, api_key_env: str, tim
         return f"HTTP {exc.status_code}: the server refused the key; check ${api_key_env}"
     if isinstance(exc, openai.APIStatusError):
         body = exc.body if exc.body is not None else getattr(exc.response, "text", "")
-        detail = excerpt(exc.message if isinstance(body, (dict, list)) else body) or excerpt(exc.message)
+        message = _SDK_PREFIX_RE.sub("", exc.message)  # the SDK's "Error code: 500 - " repeats the status
+        detail = excerpt(message if isinstance(body, (dict, list)) else body) or excerpt(message)
         if exc.status_code == 404:
             detail += f" (is llm.base_url={base_url} the API root, ending in /v1, and llm.model served there?)"
         return f"HTTP {exc.status_code}: {detail}"
