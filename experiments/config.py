@@ -212,6 +212,47 @@ class CalibrateConfig:
         check_range(self, "sim_draws", 1)
 
 
+@dataclass
+class EvalTasksConfig:
+    """``rescue eval-tasks``: the six RESCUE-BENCH tasks on ``data.path`` (conf/eval_tasks.yaml
+    documents each setting)."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    #: the ``agent`` group (name and settings of the agent predictor), kept untyped: each
+    #: agent takes its own settings
+    agent: Any = None
+    predictor: str = "majority"
+    tasks: list[str] = field(default_factory=lambda: ["itp", "rpp", "stp", "ssp", "er", "vp"])
+    profile: str = "paper"
+    seed: int = 0
+    batch_size: int = 4
+    resume: bool = True
+    retry_failed: bool = False
+    judge: str = "embedding"
+    judge_batch_size: int = 5
+    bertscore: bool = True
+    fit_data: Optional[str] = None
+    concurrency: int = 8
+    torch_threads: Optional[int] = 1
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        from rescue_env.tasks.instances import check_profile, check_task
+        from rescue_env.tasks.predictors import BASELINES
+
+        check_choice(self, "predictor", (*BASELINES, "agent", "llm"))
+        if not self.tasks:
+            raise ValueError("tasks=[] names no task: give tasks=[itp,stp,...]")
+        for task in self.tasks:
+            check_task(task)
+        check_profile(self.profile)
+        check_choice(self, "judge", ("embedding", "llm"))
+        for name in ("batch_size", "judge_batch_size", "concurrency"):
+            check_range(self, name, 1)
+        check_range(self, "torch_threads", 1, optional=True)
+
+
 def check_agent_names(names: Any, field_name: str) -> None:
     """Raise ``ValueError`` for an agent name that ``agents.make_agent`` does not know."""
     from agents import AGENT_NAMES
@@ -227,6 +268,7 @@ def register_configs() -> None:
     cs.store(name="rollout_schema", node=RolloutConfig)
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="calibrate_schema", node=CalibrateConfig)
+    cs.store(name="eval_tasks_schema", node=EvalTasksConfig)
     cs.store(group="data", name="data_schema", node=DataConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
     cs.store(group="dynamics", name="dynamics_schema", node=DynamicsConfig)

@@ -20,6 +20,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config import register_configs
 from experiments.errors import user_errors
 from experiments.run_record import eval_tasks_defining
 from rescue_env.data import Dialogue, load_dialogues
@@ -34,6 +35,7 @@ from rescue_env.tasks.instances import check_profile, check_task
 from rescue_env.tasks.predictors import BASELINES
 
 PREDICTORS = (*BASELINES, "agent", "llm")
+register_configs()  # the eval_tasks_schema the YAML starts from
 
 
 def make_llm_client(llm_cfg: Any) -> Any:

@@ -106,6 +106,25 @@ def _starts_with_field(exc: BaseException) -> bool:
     return bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", str(exc)))
 
 
+def _check_judge(cfg: DictConfig) -> None:
+    """``rescue judge``'s YAML is untyped: its library config and the LLM config check it."""
+    import dataclasses
+
+    from experiments.judge import judge_config
+    from rescue_env.llm.config import LLMConfig
+
+    try:
+        judge_config(cfg)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from exc
+    llm = OmegaConf.to_container(cfg.llm, resolve=True) if "llm" in cfg else {}
+    known = {f.name for f in dataclasses.fields(LLMConfig)}
+    try:
+        LLMConfig(**{k: v for k, v in (llm or {}).items() if k in known})  # type: ignore[union-attr]
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"llm.{exc}") from exc
+
+
 def task_config(config: DictConfig) -> DictConfig:
     """The job's config without the ``hydra`` node (what the task function receives)."""
     task = copy.deepcopy(config)
@@ -121,6 +140,8 @@ def check_config(config: DictConfig, command: str, output_dir: str | None) -> No
     task = task_config(config)
     check_secrets(task)
     check_schema(task)
+    if command == "judge":  # judge's YAML is untyped: its library config does the checking
+        _check_judge(task)
     if output_dir:
         check_run_folder(command, task, Path(output_dir))
 

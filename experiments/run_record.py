@@ -46,6 +46,8 @@ class RecordSpec:
     defining: Callable[[DictConfig], dict[str, Any]]
     #: the record sits under this key of ``file`` (which holds other keys), or at its top
     key: str | None = None
+    #: the override that starts the folder afresh
+    fresh: str = "overwrite=true"
 
 
 def _container(cfg: DictConfig) -> dict[str, Any]:
@@ -125,7 +127,7 @@ def judge_defining(cfg: DictConfig) -> dict[str, Any]:
 
 SPECS: dict[str, RecordSpec] = {
     "rollout": RecordSpec("run_config.json", ("episodes.jsonl",), rollout_defining),
-    "eval_tasks": RecordSpec("run.json", ("details.jsonl",), eval_tasks_defining, key="config"),
+    "eval_tasks": RecordSpec("run.json", ("details.jsonl",), eval_tasks_defining, key="config", fresh="resume=false"),
     "judge": RecordSpec("judge_config.json", ("judgements.jsonl",), judge_defining),
 }
 
@@ -148,7 +150,7 @@ def read_record(spec: RecordSpec, folder: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path} cannot be read ({exc}); use another hydra.run.dir=, or overwrite=true") from None
+        raise UserError(f"{path} cannot be read ({exc}); use another hydra.run.dir=, or {spec.fresh}") from None
     if spec.key is not None:
         data = data.get(spec.key) if isinstance(data, dict) else None
     return data if isinstance(data, dict) else None
@@ -186,7 +188,7 @@ def check_run_folder(command: str, cfg: DictConfig, folder: Path) -> None:
             shown = ", ".join(changed[:8]) + (f" (+{len(changed) - 8} more)" if len(changed) > 8 else "")
             raise UserError(
                 f"{folder} holds results made with other settings (differing: {shown}); "
-                "give another folder (hydra.run.dir=...) or start this one afresh with overwrite=true"
+                f"give another folder (hydra.run.dir=...) or start this one afresh with {spec.fresh}"
             )
     if has_state and previous is None and not overwrite:
         log.warning("%s holds results without a record of their config; resuming as asked", folder)

@@ -59,6 +59,23 @@ def test_nonsense_train_and_calibrate_settings_are_refused(rescue, tmp_path, com
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["eval-tasks", "predictor=bogus"], "predictor='bogus' is not one of"),
+        (["eval-tasks", "tasks=[xyz]"], "unknown task 'xyz'"),
+        (["eval-tasks", "llm.temperature=-1"], "llm.temperature=-1.0 is out of range"),
+        (["judge", "scorer=bogus"], "scorer='bogus'"),
+        (["judge", "modes=[]"], "modes=[]"),
+        (["judge", "llm.max_tokens=0"], "llm.max_tokens=0 is out of range"),
+    ],
+)
+def test_eval_tasks_and_judge_settings_are_checked_at_composition(rescue, tmp_path, args, needle):
+    out = tmp_path / "run"
+    assert_refused(rescue([args[0], f"hydra.run.dir={out}", *args[1:]]), needle)
+    assert not out.exists()
+
+
 def test_a_hydra_composition_error_is_a_user_error(rescue, tmp_path):
     run = rescue(["rollout", f"hydra.run.dir={tmp_path / 'r'}", "episodes=abc"])
     assert run.rc == EXIT_USER_ERROR and "episodes=abc" in run.err and "Traceback" not in run.err
