@@ -39,7 +39,7 @@ from tqdm import tqdm
 from agents import make_agent
 from agents.sb3 import load_policy, policy_scenario
 from experiments.common import load_data, run_dir
-from experiments.config import register_configs
+from experiments.config import env_config, make_llm_backend, register_configs, reward_config
 from experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
 from rescue_env.atomic import atomic_open, atomic_write_text
 from rescue_env.data import load_dialogues, resolve_data_path
@@ -70,26 +70,17 @@ def load_finished(path: Path) -> dict[str, EpisodeRecord]:
 
 def make_env(cfg: DictConfig, scenario: str, dialogues: list | str, backend: Any = None) -> GroupSupportEnv:
     """The rollout env of ``scenario`` on ``dialogues`` (a list, or a data path: envs made
-    from one path share its parse and text bank); ``backend`` (e.g. a shared LLM backend)
-    overrides ``dynamics.name``."""
+    from one path share its parse and start states); ``backend`` (e.g. a shared LLM client
+    model) overrides ``dynamics.name``."""
     dynamics: Any = backend if backend is not None else cfg.dynamics.name
     if dynamics == "llm":
-        from rescue_env.llm.backend import make_llm_backend  # the LLM layer (issue 5)
-
-        dynamics = make_llm_backend(cfg, scenario, dialogues=dialogues)
+        dynamics = make_llm_backend(cfg, scenario)
     return GroupSupportEnv(
-        scenario,
+        config=env_config(cfg, scenario=scenario, record_transcript=True),
         dynamics=dynamics,
         params=cfg.dynamics.params,
         data_path=dialogues,
-        horizon=cfg.env.horizon,
-        reward=OmegaConf.to_container(cfg.reward),  # type: ignore[arg-type]
-        max_members=cfg.env.max_members,
-        min_prefix=cfg.env.min_prefix,
-        settle_threshold=cfg.env.settle_threshold,
-        settle_steps=cfg.env.settle_steps,
-        terminate_on_settle=cfg.env.terminate_on_settle,
-        record_transcript=True,
+        reward=reward_config(cfg),
     )
 
 
@@ -196,7 +187,7 @@ def run_concurrent(
     ``episodes.jsonl`` as it finishes and filling ``records`` (canonical order); returns the
     LLM usage report. Finished episodes in the folder are skipped, failed ones redone."""
     from rescue_env.llm import UsageStats
-    from rescue_env.llm.backend import client_from_config, make_llm_backend
+    from rescue_env.llm.backend import client_from_config
 
     client = client_from_config(cfg.llm)
     journal = EpisodeJournal(out / "episodes.jsonl")
@@ -226,7 +217,7 @@ def run_concurrent(
         if cfg.dynamics.name != "llm":
             return make_env(cfg, scenario, data_path)
         if scenario not in backends:  # one backend per scenario: the personas' memories are per episode
-            backends[scenario] = make_llm_backend(cfg, scenario, client=client, dialogues=dialogues)
+            backends[scenario] = make_llm_backend(cfg, scenario, client=client)
         return make_env(cfg, scenario, data_path, backend=backends[scenario])
 
     prototypes: dict[tuple[str, str], Any] = {}

@@ -4,18 +4,18 @@
 
 The ``λ`` term is the bucket effect: the group is only as well as its most distressed
 member. Each component is reported separately (``info["sigma"]``) so a run can show what
-drives the return; the discounted return with ``gamma`` is reported at episode end.
+drives the return; the discounted return with ``gamma`` is reported at episode end. The
+arithmetic is the simulator core's (:func:`rescue_env.core._finish`); this module holds the
+weights.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rescue_env.state import GroupState
 from rescue_env.validation import check_range
 
-
-@dataclass
+@dataclass(frozen=True)
 class RewardConfig:
     """Weights of σ*.
 
@@ -25,6 +25,9 @@ class RewardConfig:
         lam: weight of the worst-off member's distress (bucket effect).
         cost: cost of one intervention (speaking has a price: clients need room).
         gamma: discount of the reported episode return.
+
+    Frozen: an env keeps the weights it was given until it is handed a new config
+    (``env.reward_cfg = RewardConfig(...)``), so a weight cannot change behind the core's back.
     """
 
     w_mean: float = 1.0
@@ -34,24 +37,11 @@ class RewardConfig:
     gamma: float = 0.99
 
     def __post_init__(self) -> None:
-        # negative weights would reward distress (λ = -5 turns σ* upside down)
+        for name in ("w_mean", "beta", "lam", "cost", "gamma"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"{name}={value!r}: reward weights must be numbers")
+        # a negative weight turns the objective around (distress, coldness or talking rewarded)
         for name in ("w_mean", "beta", "lam", "cost"):
             check_range(self, name, 0.0)
         check_range(self, "gamma", 0.0, 1.0)
-
-
-def sigma_star(state: GroupState, intervened: bool, cfg: RewardConfig) -> tuple[float, dict[str, float]]:
-    """Step reward and its components (each already weighted, so they sum to the reward)."""
-    # plain floats: numpy reductions on 2-6 values cost more than the arithmetic (hot path)
-    d = state.distress.tolist()
-    n = len(d)
-    total = 0.0
-    for x in d:  # left to right, like the batched kernel (bit-equal rewards on any Python)
-        total += x
-    components = {
-        "mean_distress": -cfg.w_mean * (total / n if n else 0.0),
-        "stance": cfg.beta * state.mean_stance(),
-        "max_distress": -cfg.lam * (max(d) if n else 0.0),
-        "intervention_cost": -cfg.cost * float(intervened),
-    }
-    return components["mean_distress"] + components["stance"] + components["max_distress"] + components["intervention_cost"], components

@@ -25,7 +25,7 @@ import numpy as np
 from rescue_env.atomic import save_figure
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.base import TherapistMove
-from rescue_env.dynamics.calibrated import CalibratedBackend
+from rescue_env.dynamics.calibrated import CalibratedModel
 from rescue_env.dynamics.fit import EFFECT_WINDOW, PriorStrength, extract_transitions, fit_scenario
 from rescue_env.dynamics.priors import pattern_states
 from rescue_env.state import StateTracker
@@ -68,11 +68,12 @@ def _folds(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def _real_and_simulated(
-    dialogue: Dialogue, backend: CalibratedBackend, rng: np.random.Generator, sim_draws: int
+    dialogue: Dialogue, model: CalibratedModel, rng: np.random.Generator, sim_draws: int
 ) -> list[tuple[int, float, list[float]]]:
     """(strategy, real change, simulated changes) per addressed annotated member."""
     strats = strategies(dialogue.scenario)
-    tracker = StateTracker(dialogue.scenario, dialogue.participants)
+    cap = model.encoding(len(dialogue.participants)).max_members
+    tracker = StateTracker(dialogue.scenario, dialogue.participants[:cap])
     rows = dialogue.rows
     before_states = []
     annotated_at: list[dict[int, float]] = []
@@ -98,11 +99,8 @@ def _real_and_simulated(
             after = next((a[i] for a in annotated_at[pos + 1 : pos + 1 + EFFECT_WINDOW] if i in a), None)
             if after is None:
                 continue
-            sims = []
-            for _ in range(sim_draws):
-                state = before.copy()
-                backend.step(state, TherapistMove(True, None, slots, s, row.strategy), rng)
-                sims.append(float(state.distress[i] - before.distress[i]))
+            distress, _ = model.simulate(before, TherapistMove(True, None, slots, s, row.strategy), sim_draws, rng)
+            sims = (distress[:, i] - before.distress[i]).tolist()
             out.append((s, after - float(before.distress[i]), sims))
     return out
 
@@ -133,12 +131,12 @@ def evaluate_fidelity(
             for t in extract_transitions(d):
                 marginal[t.dst] += 1
         marginal /= marginal.sum()
-        backend = CalibratedBackend(scenario, params)
+        model = CalibratedModel(scenario, params)
         for d in test:
             for t in extract_transitions(d):
                 ll_model.append(math.log(params.transition[t.action, t.src, t.dst]))
                 ll_base.append(math.log(marginal[t.dst]))
-            for s, delta, sims in _real_and_simulated(d, backend, rng, sim_draws):
+            for s, delta, sims in _real_and_simulated(d, model, rng, sim_draws):
                 real[s].append(delta)
                 sim[s].extend(sims)
     result.transitions = len(ll_model)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rescue_env.data import load_dialogues
-from rescue_env.dynamics import CalibratedBackend, DynamicsParams, ScenarioParams
+from rescue_env.dynamics import CalibratedModel, DynamicsParams, ScenarioParams
 from rescue_env.dynamics.fidelity import evaluate_fidelity, format_fidelity, plot_fidelity
 from rescue_env.dynamics.fit import extract_effects, extract_transitions, fit_params, fit_scenario, prior_params
 from rescue_env.dynamics.priors import transition_prior
@@ -131,7 +131,7 @@ def test_params_file_errors(fitted, tmp_path):
     with pytest.raises(ValueError, match="sum to 1"):
         replace(sp, transition=bad)
     with pytest.raises(ValueError, match="couple"):
-        CalibratedBackend("family", sp)
+        CalibratedModel("family", sp)
 
 
 @pytest.mark.parametrize("scenario", ["couple", "family"])
@@ -205,7 +205,7 @@ def test_rescue_calibrate_cli(tmp_path):
     params = DynamicsParams.load(run / "dynamics_params.json")
     assert params.provenance["scenarios"]["couple"]["transitions"] > 0
     for scenario in ("couple", "family"):
-        be = CalibratedBackend(scenario, str(run / "dynamics_params.json"))
+        be = CalibratedModel(scenario, str(run / "dynamics_params.json"))
         np.testing.assert_allclose(be.params.transition, params[scenario].transition)
         env = GroupSupportEnv(scenario, params=str(run / "dynamics_params.json"), horizon=3)
         env.reset(seed=0)

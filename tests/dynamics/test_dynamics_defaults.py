@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rescue_env.data import load_dialogues
-from rescue_env.dynamics import CalibratedBackend, DynamicsParams, TherapistMove
+from rescue_env.dynamics import CalibratedModel, DynamicsParams, TherapistMove
 from rescue_env.dynamics.fit import UNTENDED_FLOOR, fit_params
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.state import GroupState
@@ -65,7 +65,7 @@ def test_pursue_withdraw_persists_longest_in_simulation(couple):
     """One-step stay rates measured by stepping the backend from each pattern: under
     listening and under uniformly random moves, pursue-withdraw stays most often."""
     sp, pw, _, _ = couple
-    be = CalibratedBackend("couple", sp)
+    be = CalibratedModel("couple", sp)
     rng = np.random.default_rng(0)
     n_s = len(sp.strategies)
     trials = 2500
@@ -91,7 +91,7 @@ def test_repair_softening_can_fall_back_to_attack_attack(couple):
     sp, _, rs, aa = couple
     assert (sp.transition[:, rs, aa] > 0).all()  # under listening and under every strategy
     # and it is observed: stepping from repair-softening while listening
-    be = CalibratedBackend("couple", sp)
+    be = CalibratedModel("couple", sp)
     rng = np.random.default_rng(1)
     trials = 4000
     falls = 0
@@ -140,7 +140,7 @@ def test_defaults_keep_the_clinical_directions(defaults):
 
 
 def test_defaults_untended_distress_persists_in_pursue_withdraw(defaults):
-    be = CalibratedBackend("couple", defaults)
+    be = CalibratedModel("couple", defaults)
     finals = []
     for seed in range(100):
         rng = np.random.default_rng(seed)

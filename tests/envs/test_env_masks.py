@@ -104,8 +104,8 @@ def test_masked_action_is_played_as_listening(small_family):
         assert ra == rb and ia["state"] == ib["state"]
         for k in oa:
             np.testing.assert_array_equal(oa[k], ob[k])
-    assert a_env.book.stats()["invalid_actions"] == 3
-    assert b_env.book.stats()["invalid_actions"] == 0
+    assert a_env.episode_stats()["invalid_actions"] == 3
+    assert b_env.episode_stats()["invalid_actions"] == 0
 
 
 @pytest.mark.parametrize("scenario", ["couple", "family"])
