@@ -32,12 +32,15 @@ USAGE = """usage: rescue COMMAND [ARGS...]
 
 commands:
   data validate PATH [--strict]   check a .jsonl file or a directory of dialogues
-  data export PATH OUT.jsonl      load dialogues from PATH and write them as JSON Lines
+  data export PATH OUT.jsonl [--in-place]
+                                  load dialogues from PATH and write them as JSON Lines
+                                  (atomically; OUT = PATH only with --in-place)
   judge agreement --human H.csv [--judge J.csv | --run DIR]
                                   judge-vs-human agreement (exact, MAE, quadratic κ)
 {hydra}
 Hydra commands take overrides, e.g. `rescue rollout episodes=4 seed=1`;
-`rescue COMMAND --help` lists their configuration."""
+`rescue COMMAND --help` lists their configuration.
+Exit codes: 0 done, 1 bug, 2 bad input (nothing run), 3 some episodes failed, 130 interrupted."""
 
 
 def _available_hydra_commands() -> dict[str, str]:
@@ -137,6 +140,10 @@ def run_hydra_command(cmd: str, module_name: str, rest: list[str]) -> int:
     try:
         result = module.main()
     except SystemExit as exc:
+        if isinstance(exc.code, str):  # sys.exit("message"): Python would print it
+            report_error(exc.code, f"rescue {cmd}")
+            take_outcome()
+            return EXIT_USER_ERROR
         code = exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_BUG)
         _, composed = take_outcome()
         # Hydra exits 1 on a composition error (a typo, a wrong type, a missing group

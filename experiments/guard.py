@@ -117,6 +117,12 @@ def _check_judge(cfg: DictConfig) -> None:
         judge_config(cfg)
     except (ValueError, TypeError) as exc:
         raise ConfigError(str(exc)) from exc
+    run_dir = cfg.get("run_dir")
+    if run_dir and not (Path(str(run_dir)) / "episodes.jsonl").is_file():
+        raise ConfigError(
+            f"run_dir={run_dir}: no episodes.jsonl there; run_dir must be a `rescue rollout` folder "
+            "(or leave run_dir unset and give data.path=DIALOGUES)"
+        )
     llm = OmegaConf.to_container(cfg.llm, resolve=True) if "llm" in cfg else {}
     known = {f.name for f in dataclasses.fields(LLMConfig)}
     try:

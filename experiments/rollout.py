@@ -3,7 +3,9 @@ dialogues, with a summary table, metrics files, plots and a one-page HTML report
 
 Run folder (``hydra.run.dir``): ``episodes.jsonl`` (benchmark schema + per-row state, one
 episode per line, appended as episodes finish; a rerun with the same folder skips finished
-episodes), ``metrics.json``, ``summary.csv``, ``plots/``, ``report.html``.
+episodes), ``run_config.json`` (the settings that define them: a rerun with others is
+refused, see :mod:`experiments.run_record`), ``metrics.json``, ``summary.csv``, ``plots/``,
+``report.html``. Exit code 3 when some episodes failed (:mod:`experiments.errors`).
 
 LLM runs (``dynamics=llm`` and/or an ``llm`` agent) play their episodes concurrently over one
 LLM client (:func:`run_concurrent`): at most ``2 × llm.max_concurrency`` episodes in flight,

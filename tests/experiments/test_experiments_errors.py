@@ -68,6 +68,7 @@ def test_nonsense_train_and_calibrate_settings_are_refused(rescue, tmp_path, com
         (["judge", "scorer=bogus"], "scorer='bogus'"),
         (["judge", "modes=[]"], "modes=[]"),
         (["judge", "llm.max_tokens=0"], "llm.max_tokens=0 is out of range"),
+        (["judge", "run_dir=/nonexistent/rollout"], "no episodes.jsonl there"),
     ],
 )
 def test_eval_tasks_and_judge_settings_are_checked_at_composition(rescue, tmp_path, args, needle):
@@ -86,13 +87,16 @@ def test_hydra_full_error_still_shows_the_traceback(rescue, tmp_path):
     assert run.rc != 0 and "Traceback" in run.err and "lam" in run.err
 
 
-def test_data_errors_in_a_rollout_are_one_clear_block_without_traceback(rescue, tmp_path):
+@pytest.mark.parametrize("command", [["rollout", *ROLLOUT], ["calibrate"], ["eval-tasks", "tasks=[itp]", "progress=false"]])
+def test_data_errors_are_one_clear_line_without_traceback(rescue, tmp_path, command):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"sample_id": "x/1", "scenario": "couple", "participants": "Alan, Evelyn", "rows": '
                    '[{"primary_speaker": "Alan", "dialogue_cleaned": "Hi."}, {"primary_speaker": "Evelyn", "dialogue_cleaned": "Hey."}]}\n')
-    run = rescue(["rollout", f"hydra.run.dir={tmp_path / 'r'}", f"data.path={bad}", *ROLLOUT])
-    assert run.rc == EXIT_USER_ERROR and "Traceback" not in run.err
-    assert f"{bad}:1: participants: is a string" in run.err
+    run = rescue([command[0], f"hydra.run.dir={tmp_path / 'r'}", f"data.path={bad}", *command[1:]])
+    assert run.rc == EXIT_USER_ERROR and "Traceback" not in run.err and "Error executing job" not in run.err
+    assert [line for line in run.err.splitlines() if line.strip()] == [
+        f"rescue {command[0]}: error: {bad}:1: participants: is a string ('Alan, Evelyn') (a list of names, e.g. [\"Alan\", \"Evelyn\"])"
+    ]
 
 
 def test_env_is_respected_and_refused_when_the_data_lacks_that_scenario(rescue, tmp_path, couple_seeds_jsonl):

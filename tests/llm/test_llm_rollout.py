@@ -209,6 +209,7 @@ def test_interrupted_run_resumes_to_the_same_file(sig, serve, data, tmp_path):
     assert proc.returncode != 0
     if sig == signal.SIGINT:
         assert "interrupted" in err and "resume" in err
+        assert proc.returncode == 130, proc.returncode  # the shell's code for Ctrl-C
     # whole lines only, fewer than all episodes
     text = (cut / "episodes.jsonl").read_text(encoding="utf-8")
     assert text.endswith("\n") and 2 <= len(text.splitlines()) < len(expected_keys(data))
