@@ -9,11 +9,13 @@ Hydra app and takes Hydra overrides (``rescue rollout episodes=4 data.path=my.js
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from experiments.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, report_error, take_outcome
@@ -137,6 +139,25 @@ def run_hydra_command(cmd: str, module_name: str, rest: list[str]) -> int:
     # Hydra reads sys.argv; present the subcommand as the program name.
     sys.argv = [f"rescue-{cmd}", *rest]
     take_outcome()
+    with scrubbed_console():
+        return _run_hydra_main(cmd, module)
+
+
+@contextlib.contextmanager
+def scrubbed_console() -> Iterator[None]:
+    """Scrub secrets from everything printed while a command runs (tracebacks included;
+    the log files get the same filter from ``@user_errors``)."""
+    from rescue_env.secrets import ScrubbingStream
+
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ScrubbingStream(sys.stdout), ScrubbingStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run_hydra_main(cmd: str, module) -> int:  # noqa: ANN001 (a command module)
     try:
         result = module.main()
     except SystemExit as exc:

@@ -104,3 +104,22 @@ def install_log_scrubber(logger: logging.Logger | None = None) -> None:
     for handler in target.handlers:
         if not any(isinstance(f, ScrubFilter) for f in handler.filters):
             handler.addFilter(ScrubFilter())
+
+
+class ScrubbingStream:
+    """A text stream that scrubs what is written to it before passing it on (for the
+    console: tracebacks and prints that no log filter sees). Everything else is delegated."""
+
+    def __init__(self, stream) -> None:  # noqa: ANN001 (any text stream)
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(scrub(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:  # noqa: ANN001
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):  # noqa: ANN204 (flush, isatty, fileno, encoding…)
+        return getattr(self._stream, name)

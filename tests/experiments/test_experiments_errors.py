@@ -213,3 +213,17 @@ def test_export_to_a_directory_or_below_a_file_is_a_clear_error(run_cli, exporte
     assert res.rc == EXIT_USER_ERROR and "is a directory" in res.err and "Traceback" not in res.err
     res = run_cli("data", "export", str(exported), str(exported / "x.jsonl"))
     assert res.rc == EXIT_USER_ERROR and "is not a directory" in res.err
+
+
+def test_a_bug_exits_1_with_its_traceback_and_no_key(rescue, tmp_path, monkeypatch):
+    secret = "SENTINEL-plain-bug-path-91ab"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(f"unexpected reply quoting key {secret}")
+
+    monkeypatch.setattr("experiments.rollout.run", broken)
+    out = tmp_path / "run"
+    run = rescue(["rollout", f"hydra.run.dir={out}", *ROLLOUT], env={"OPENAI_API_KEY": secret})
+    assert run.rc == 1 and "Traceback" in run.err and "RuntimeError: unexpected reply quoting key [redacted]" in run.err
+    assert secret not in run.err + run.out
+    assert all(secret.encode() not in p.read_bytes() for p in out.rglob("*") if p.is_file())
