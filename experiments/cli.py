@@ -1,6 +1,6 @@
 """The ``rescue`` console script.
 
-``rescue data validate PATH [--strict]`` is a plain command; every command that runs an
+``rescue data validate PATH... [--strict]`` is a plain command; every command that runs an
 experiment (``rollout``, ``train``, ``calibrate``, ``eval-tasks``, ``judge``, ``report``) is a
 Hydra app and takes Hydra overrides (``rescue rollout episodes=4 data.path=my.jsonl``,
 ``rescue train -m reward.lam=0,0.5 seed=0,1``).
@@ -33,7 +33,7 @@ HYDRA_COMMANDS: dict[str, str] = {
 USAGE = """usage: rescue COMMAND [ARGS...]
 
 commands:
-  data validate PATH [--strict]   check a .jsonl file or a directory of dialogues
+  data validate PATH... [--strict] check .jsonl files or directories of dialogues (one data set)
   data export PATH OUT.jsonl [--in-place]
                                   load dialogues from PATH and write them as JSON Lines
                                   (atomically; OUT = PATH only with --in-place)
@@ -58,7 +58,7 @@ def data_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rescue data", description="Check and convert RESCUE-BENCH dialogue files.")
     sub = parser.add_subparsers(dest="action", required=True)
     v = sub.add_parser("validate", help="check a .jsonl file or a directory of per-sample .json files")
-    v.add_argument("path", nargs="?", default=None, help="file or directory (default: the bundled seeds)")
+    v.add_argument("path", nargs="*", default=None, help="files or directories, read as one data set (default: the bundled seeds)")
     v.add_argument("--strict", action="store_true", help="unknown labels are errors, not warnings")
     e = sub.add_parser("export", help="write dialogues as JSON Lines (repaired text)")
     e.add_argument("path")
@@ -71,7 +71,7 @@ def data_main(argv: list[str]) -> int:
     if args.action == "export" and (problem := export_target_problem(args.path, args.out, args.in_place)):
         report_error(problem, "rescue data export")
         return EXIT_USER_ERROR
-    report = validate(args.path, strict=getattr(args, "strict", False))
+    report = validate(args.path or None, strict=getattr(args, "strict", False))
     if report.errors:
         for p in report.errors:
             print(p, file=sys.stderr)
@@ -97,7 +97,7 @@ def export_target_problem(source: str, out: str, in_place: bool) -> str | None:
     src = Path(source)
     if target.exists() and src.exists() and os.path.samefile(src, target) and not in_place:
         return f"{out} is the input file; export to another file, or pass --in-place to replace it (atomically)"
-    if src.is_dir() and target.resolve().is_relative_to(src.resolve()) and target.suffix == ".json":
+    if src.is_dir() and target.resolve().is_relative_to(src.resolve()) and target.suffix in (".json", ".jsonl"):
         return f"{out} lies inside the input directory {source} and would be read as a dialogue next time; write it elsewhere"
     parent = target.parent if str(target.parent) else Path(".")
     existing = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))

@@ -32,8 +32,9 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 class DataConfig:
     """Dialogues to read."""
 
-    #: a .jsonl file or a directory of per-sample .json files; null = the bundled seeds
-    path: Optional[str] = None
+    #: a .jsonl file, a directory of per-sample .json files or of .jsonl files, or a list of
+    #: those (``data.path=[A,B]``, read as one data set); null = the bundled seeds
+    path: Any = None
     #: unknown labels are errors rather than warnings
     strict: bool = False
 
@@ -132,8 +133,8 @@ class RolloutConfig:
     #: episodes per seed dialogue
     episodes: int = 6
     seed: int = 0
-    #: imitation prior fitted on this data set (null = the rollout's data)
-    imitation_data: Optional[str] = None
+    #: imitation prior fitted on this data set, any form ``data.path`` takes (null = the rollout's data)
+    imitation_data: Any = None
     #: write plots and report.html
     report: bool = True
     #: stance-graph snapshots per agent in the report

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config import register_configs
 from experiments.errors import user_errors
 from experiments.run_record import eval_tasks_defining
-from rescue_env.data import Dialogue, load_dialogues
+from rescue_env.data import Dialogue, describe_data_path, load_dialogues
 from rescue_env.tasks import (
     AgentPredictor,
     LLMJudge,
@@ -121,7 +121,7 @@ def main(cfg: DictConfig) -> None:
     fit = load_dialogues(cfg.fit_data) if cfg.get("fit_data") else None
     predictor = build_predictor(cfg, fit)
     judge = build_judge(cfg, predictor)
-    print(f"eval-tasks: {len(dialogues)} dialogues from {cfg.data.path or 'the bundled seeds'}; predictor {predictor.name}; profile {cfg.profile}; out {out_dir}")
+    print(f"eval-tasks: {len(dialogues)} dialogues from {describe_data_path(cfg.data.path)}; predictor {predictor.name}; profile {cfg.profile}; out {out_dir}")
     run_tasks(
         dialogues,
         list(cfg.tasks),
@@ -135,7 +135,7 @@ def main(cfg: DictConfig) -> None:
         concurrency=int(cfg.concurrency),
         retry_failed=bool(cfg.retry_failed),
         # "config": the record the run folder is checked against on a rerun (experiments/run_record.py)
-        settings={"data": str(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge), "config": eval_tasks_defining(cfg)},
+        settings={"data": describe_data_path(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge), "config": eval_tasks_defining(cfg)},
     )
     print(f"wrote {out_dir / 'tasks.json'} and {out_dir / 'details.jsonl'}")
 

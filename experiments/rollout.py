@@ -40,11 +40,11 @@ from tqdm import tqdm
 
 from agents import make_agent
 from agents.sb3 import load_policy, policy_scenario
-from experiments.common import load_data, run_dir
+from experiments.common import load_playable, run_dir
 from experiments.config import env_config, make_llm_backend, register_configs, reward_config
 from experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
 from rescue_env.atomic import atomic_open, atomic_write_text
-from rescue_env.data import load_dialogues, resolve_data_path
+from rescue_env.data import load_dialogues, resolve_data_paths
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.report import summary_rows, write_report
 from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, read_journal, run_episode, summarise
@@ -101,7 +101,9 @@ def run(cfg: DictConfig, out: Path, only_scenario: str | None = None) -> dict[st
     """The rollout job (callable without Hydra's CLI for tests); ``only_scenario`` keeps
     that scenario's seed dialogues only (else every scenario in the data is run)."""
     t0 = time.perf_counter()
-    dialogues, source = load_data(cfg.data.path, cfg.data.strict)
+    # every group must fit its env (env.max_members): an error naming the sample, never a cut
+    dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members)
+    # the imitation prior is fitted on every member of every group: no size limit there
     imitation_data = load_dialogues(cfg.imitation_data) if cfg.imitation_data else dialogues
     if cfg.episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {cfg.episodes}")
@@ -213,7 +215,8 @@ def run_concurrent(
 
     backends: dict[str, Any] = {}
     # one env per episode in flight: built from the data path, they share one parse and text bank
-    data_path = str(resolve_data_path(cfg.data.path))
+    paths = resolve_data_paths(cfg.data.path)
+    data_path: Any = str(paths[0]) if len(paths) == 1 else dialogues  # several files: the list loaded above
 
     def env_for(scenario: str) -> GroupSupportEnv:
         if cfg.dynamics.name != "llm":

@@ -57,9 +57,12 @@ def _container(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _resolved_path(value: Any) -> Any:
-    """A data or policy path as an absolute path (null stays null: the bundled seeds)."""
+    """A data or policy path as an absolute path (null stays null: the bundled seeds; a list
+    of data paths, each resolved)."""
     if value in (None, ""):
         return None
+    if isinstance(value, (list, tuple)):
+        return [_resolved_path(v) for v in value]
     return str(Path(str(value)).expanduser().resolve())
 
 

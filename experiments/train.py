@@ -34,7 +34,7 @@ from stable_baselines3.common.utils import set_random_seed
 
 from agents import make_agent
 from agents.sb3 import SB3Agent
-from experiments.common import load_data, run_dir
+from experiments.common import load_playable, run_dir
 from experiments.config import env_config, register_configs, reward_config
 from experiments.errors import user_errors
 from rescue_env.atomic import atomic_write_text
@@ -179,8 +179,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     env_id = f"rescue_env/{scenario.capitalize()}-v0"
     run_name = f"{env_id.replace('/', '_')}__{cfg.algo}__{cfg.seed}__{int(time.time())}"
 
-    dialogues, source = load_data(cfg.data.path, cfg.data.strict)
-    dialogues = [d for d in dialogues if d.scenario == scenario]
+    # every group must fit the env (env.max_members): an error naming the sample, never a cut
+    dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members, scenario)
     if not dialogues:
         raise ValueError(f"no {scenario} dialogue in {source}")
     train_dialogues, eval_dialogues = split_dialogues(dialogues, cfg.holdout)

@@ -26,7 +26,8 @@ class EnvConfig:
     Attributes:
         scenario: ``"couple"`` or ``"family"``.
         horizon: steps before the episode is truncated.
-        max_members: the group-size cap of the spaces (family: 2..8, default 6; couple: 2).
+        max_members: the group-size cap of the spaces (family: 2..8, default 6; couple: 2..3,
+            default 2). A seed dialogue with a larger group is refused by name, never cut.
         min_prefix: fewest seed rows before the simulation starts (the cut is drawn from
             ``min_prefix`` to the dialogue's last row).
         settle_threshold: the group has settled when every member's distress stays below

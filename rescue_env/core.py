@@ -120,12 +120,17 @@ def _uniform(key, step, draw):
     return float((_bits(key, step, draw) >> _S11) + _ONE) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True)
-def _normal(key, step, k):
-    """The ``k``-th standard normal of a step (Box–Muller on two counter uniforms)."""
-    u1 = _uniform(key, step, _N_STANDARD + 2 * k)
-    u2 = _uniform(key, step, _N_STANDARD + 2 * k + 1)
-    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+@njit(cache=True, inline="always")
+def _normals(key, step, count, out):
+    """The step's first ``count`` standard normals into ``out`` (Box–Muller: each pair of
+    counter uniforms gives two)."""
+    for k in range(0, count, 2):
+        u1 = _uniform(key, step, _N_STANDARD + k)
+        u2 = _uniform(key, step, _N_STANDARD + k + 1)
+        r = math.sqrt(-2.0 * math.log(u1))
+        out[k] = r * math.cos(2.0 * math.pi * u2)
+        if k + 1 < count:
+            out[k + 1] = r * math.sin(2.0 * math.pi * u2)
 
 
 @njit(cache=True)
@@ -146,10 +151,11 @@ def _bisect_right(a, x):
     return lo
 
 
-@njit(cache=True)
-def _transition(e, action, S, T):
+@njit(cache=True, inline="always")
+def _transition(e, action, S, T, W):
     """The calibrated model moves session ``e`` one step under the therapist's flat action:
-    distress, stances, pattern, the step's client turns, and the step's bookkeeping."""
+    distress, stances, pattern, the step's client turns, and the step's bookkeeping.
+    ``W`` is scratch space (:func:`_scratch`)."""
     D, G, I, F, UNT, TURNS, KEY, TS, TT, TA, BT, BA = S[:12]
     (act_intervene, act_target, act_strategy, target_slots, target_valid, P, effect, soften, pressure,
      second_turn, cum_utterance, utterance_kind, utterance_effect, harden, cum_transition, fatigue_pow) = T  # fmt: skip
@@ -174,10 +180,10 @@ def _transition(e, action, S, T):
             s = act_strategy[action]
         else:
             invalid = True
-    addressed = np.zeros(cap, dtype=np.bool_)
+    addressed, keys, inflow, noise = W
     k = 0
-    for i in range(n):
-        addressed[i] = intervene and target_slots[n, target, i]
+    for i in range(cap):
+        addressed[i] = intervene and i < n and target_slots[n, target, i]
         if addressed[i]:
             k += 1
     streak = I[e, I_STREAK]
@@ -206,7 +212,6 @@ def _transition(e, action, S, T):
     # -- 3. client turns: who speaks (Gumbel-max over being addressed and distress), what
     # kind of utterance, to whom; all chosen before any takes effect
     n_model = 2 if (n > 1 and _uniform(key, step, _U_SECOND) < second_turn[p]) else 1
-    keys = np.empty(n)
     for i in range(n):
         keys[i] = P[P_SPEAK_ADDRESSED] * (1.0 if addressed[i] else 0.0) + P[P_SPEAK_DISTRESS] * d[i] - math.log(
             -math.log(min(_uniform(key, step, _U_SPEAKER + i), 1.0 - 1e-16))
@@ -273,8 +278,8 @@ def _transition(e, action, S, T):
     # -- 4. ripple: distress flows from more to less distressed members along hostile edges
     if n > 1:
         c = P[P_CONTAGION] / (n - 1)
-        inflow = np.zeros(n)
         for i in range(n):
+            inflow[i] = 0.0
             for j in range(n):
                 if j != i and d[j] > d[i]:
                     hostility = -0.5 * (g[i, j] + g[j, i])
@@ -285,14 +290,15 @@ def _transition(e, action, S, T):
     # -- 5. stances harden (or warm) with the pattern; noise; clipping
     h = harden[p]
     toward, rate = (-1.0, h) if h >= 0 else (1.0, -h)
+    _normals(key, step, n + n * n, noise)
     for i in range(n):
-        x = d[i] + P[P_D_NOISE] * _normal(key, step, i)
+        x = d[i] + P[P_D_NOISE] * noise[i]
         d[i] = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
         for j in range(n):
             if j == i:
                 g[i, j] = 0.0
                 continue
-            y = g[i, j] + rate * (toward - g[i, j]) + P[P_S_NOISE] * _normal(key, step, n + i * n + j)
+            y = g[i, j] + rate * (toward - g[i, j]) + P[P_S_NOISE] * noise[n + i * n + j]
             g[i, j] = -1.0 if y < -1.0 else (1.0 if y > 1.0 else y)
     # -- 6. pattern: the move's pull on the transition fades with fatigue, like its effect
     row = 1 + s if (intervene and _uniform(key, step, _U_PULL) < mult) else 0
@@ -321,40 +327,47 @@ def _transition(e, action, S, T):
     I[e, I_T] = step + 1
 
 
-@njit(cache=True)
-def write_observation(o, d, g, n, pattern, t, streak, unt, horizon, n_patterns):
-    """Write one flat observation into ``o``: distress, pattern one-hot, present, stance,
-    tempo, untended (gymnasium's ``flatten`` of the ``Dict`` observation, keys sorted)."""
-    cap = d.shape[0]
+@njit(cache=True, inline="always")
+def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns):
+    """Write row ``e``'s flat observation into ``O[e]`` from ``D[e]``, ``G[e]``, ``UNT[e]``:
+    distress, pattern one-hot, present, stance, tempo, untended (gymnasium's ``flatten`` of
+    the ``Dict`` observation, keys sorted). Rows are indexed, not sliced: no array views."""
+    cap = D.shape[1]
     for i in range(cap):
-        o[i] = d[i]
+        O[e, i] = D[e, i]
     off = cap
     for q in range(n_patterns + 1):
-        o[off + q] = 1.0 if q == pattern else 0.0
+        O[e, off + q] = 1.0 if q == pattern else 0.0
     off += n_patterns + 1
     for i in range(cap):
-        o[off + i] = 1.0 if i < n else 0.0
+        O[e, off + i] = 1.0 if i < n else 0.0
     off += cap
     for i in range(cap):
         for j in range(cap):
-            o[off + i * cap + j] = g[i, j]
+            O[e, off + i * cap + j] = G[e, i, j]
     off += cap * cap
-    o[off] = t / horizon if t < horizon else 1.0
-    o[off + 1] = streak / 3.0 if streak < 3 else 1.0
+    O[e, off] = t / horizon if t < horizon else 1.0
+    O[e, off + 1] = streak / 3.0 if streak < 3 else 1.0
     off += 2
     for i in range(cap):
-        x = unt[i]
-        o[off + i] = (0.1 * x if x < 10 else 1.0) if i < n else 0.0
+        x = UNT[e, i]
+        O[e, off + i] = (0.1 * x if x < 10 else 1.0) if i < n else 0.0
 
 
 @njit(cache=True)
+def _scratch(cap):
+    """Scratch arrays of one transition (allocated once per kernel call, not per session)."""
+    return (np.zeros(cap, np.bool_), np.zeros(cap), np.zeros(cap), np.zeros(cap + cap * cap + 1))
+
+
+@njit(cache=True, inline="always")
 def _observe(e, S, P, n_patterns):
     """Write session ``e``'s flat observation into its row of ``obs``."""
     I = S[2]
-    write_observation(S[12][e], S[0][e], S[1][e], I[e, I_N], I[e, I_PATTERN], I[e, I_T], I[e, I_STREAK], S[4][e], P[P_HORIZON], n_patterns)
+    write_observation(S[12], e, S[0], S[1], I[e, I_N], I[e, I_PATTERN], I[e, I_T], I[e, I_STREAK], S[4], P[P_HORIZON], n_patterns)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _finish(e, S, P, n_patterns):
     """σ* of the state session ``e`` reached, the episode book, episode end, observation."""
     D, G, I, F = S[0], S[1], S[2], S[3]
@@ -402,7 +415,7 @@ def _finish(e, S, P, n_patterns):
     _observe(e, S, P, n_patterns)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _begin(e, start, S, P, ST, n_patterns):
     """Start session ``e`` from row ``start`` of the start table (its key is already set);
     the step outputs (reward, flags) are left to the caller."""
@@ -431,7 +444,7 @@ def _begin(e, start, S, P, ST, n_patterns):
     _observe(e, S, P, n_patterns)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _draw_start(key, dialogue, row, ST):
     """The start-table row of a reset: the dialogue (``-1``: drawn uniformly) cut at ``row``
     (``-1``: drawn uniformly from the dialogue's ``min_prefix`` to its last row)."""
@@ -445,7 +458,7 @@ def _draw_start(key, dialogue, row, ST):
     return first[dialogue] + row
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _restart(e, S, P, ST, n_patterns):
     """Start the next episode of session ``e`` (key chained, dialogue and cut drawn)."""
     S[6][e] = next_key(S[6][e])
@@ -475,6 +488,7 @@ def _step_kernel(actions, S, T, ST, n_patterns, mode, X):
     with reward 0)."""
     P = T[5]
     I = S[2]
+    W = _scratch(S[0].shape[1])
     for e in range(actions.shape[0]):
         if mode == NEXT_STEP and I[e, I_DONE] != RUNNING:
             _restart(e, S, P, ST, n_patterns)
@@ -482,7 +496,7 @@ def _step_kernel(actions, S, T, ST, n_patterns, mode, X):
             S[14][e] = False
             S[15][e] = False
             continue
-        _transition(e, actions[e], S, T)
+        _transition(e, actions[e], S, T, W)
         _finish(e, S, P, n_patterns)
         if mode == SAME_STEP and I[e, I_DONE] != RUNNING:
             X[0][e, :] = S[12][e]
@@ -495,8 +509,9 @@ def _step_kernel(actions, S, T, ST, n_patterns, mode, X):
 
 @njit(cache=True)
 def _transition_kernel(actions, S, T):
+    W = _scratch(S[0].shape[1])
     for e in range(actions.shape[0]):
-        _transition(e, actions[e], S, T)
+        _transition(e, actions[e], S, T, W)
 
 
 @njit(cache=True)
@@ -523,7 +538,8 @@ class StartTable:
     Args:
         dialogues: the seed dialogues (one scenario).
         patterns: the scenario's patterns (their order indexes the pattern column).
-        cap: the group-size cap (members beyond it are left out, in participant order).
+        cap: the group-size cap (a larger group is an error: the envs check first, see
+            :func:`rescue_env.data.check_group_sizes`).
         min_prefix: fewest seed rows before a drawn cut.
     """
 
@@ -548,9 +564,9 @@ class StartTable:
         index = {p: i for i, p in enumerate(patterns)}
         s = 0
         for k, dialogue in enumerate(self.dialogues):
-            members = tuple(dialogue.participants[:cap])
-            if not members:
-                raise ValueError(f"dialogue {dialogue.sample_id!r} has no participants")
+            members = tuple(dialogue.participants)
+            if not 1 <= len(members) <= cap:
+                raise ValueError(f"dialogue {dialogue.sample_id!r} has {len(members)} participants; the env holds 1..{cap} (env.max_members)")
             self.members.append(members)
             self.first[k] = s
             self.count[k] = len(dialogue.rows) + 1
@@ -633,6 +649,8 @@ class Core:
         target_slots = np.zeros((cap + 1, T_, cap), np.bool_)
         target_valid = np.zeros((cap + 1, T_), np.bool_)
         self.mask_table = np.zeros((cap + 1, A), np.bool_)
+        #: member slots of each target option, by group size
+        self._slots = [[() if n == 0 else encoding.target_slots(t, n) for n in range(cap + 1)] for t in range(encoding.n_targets)]
         self.factored_tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for n in range(1, cap + 1):
             target_valid[n] = encoding.target_mask(n).astype(bool)
@@ -641,6 +659,8 @@ class Core:
                     target_slots[n, t, i] = True
             self.mask_table[n] = encoding.mask(n).astype(bool)
             self.factored_tables[n] = encoding.factored_mask(n)
+        #: the masks as ``int8`` (what infos carry, for ``Discrete.sample(mask=)``)
+        self.mask_table_int8 = self.mask_table.astype(np.int8)
         self.P = np.zeros(N_PARAMS)
         sp = params
         P = self.P
@@ -781,7 +801,7 @@ class Core:
         self.KEY[e] = np.uint64(key)
         self.rewards[e] = 0.0
         self.terminated[e] = self.truncated[e] = False
-        write_observation(self.obs[e], self.D[e], self.G[e], n, self.I[e, I_PATTERN], 0, streak, self.UNT[e], self.P[P_HORIZON], self.n_patterns)
+        write_observation(self.obs, e, self.D, self.G, n, self.I[e, I_PATTERN], 0, streak, self.UNT, self.P[P_HORIZON], self.n_patterns)
 
     def step_seed(self, e: int) -> int:
         """A 31-bit seed for session ``e``'s current step drawn from its key (LLM calls)."""
@@ -838,6 +858,16 @@ class Core:
         k, cut = self.starts.origin[s]
         return self.starts.dialogues[k], cut, self.starts.members[k], self.starts.snapshots[s]
 
+    def state_view(self, e: int, prev: GroupState) -> GroupState:
+        """A new :class:`GroupState` of session ``e``'s live numbers; what the core does not
+        hold (emotion words, intensities) is carried over from ``prev``."""
+        st = object.__new__(GroupState)
+        st.__dict__.update(prev.__dict__)
+        st.emotion = list(prev.emotion)
+        st.intensity = prev.intensity.copy()
+        self.write_state(e, st)
+        return st
+
     def write_state(self, e: int, st: GroupState) -> None:
         """Copy session ``e``'s live numbers into the :class:`GroupState` view ``st``."""
         n = st.n
@@ -852,5 +882,5 @@ class Core:
             st.last_speaker = st.members[int(i[I_LAST_SPEAKER])]
         if i[I_LAST_STRATEGY] != KEEP:
             st.last_strategy = self.encoding.strategy_names[int(i[I_LAST_STRATEGY])]
-            st.last_target = tuple(st.members[j] for j in self.encoding.target_slots(int(i[I_LAST_TARGET]), n))
+            st.last_target = tuple(st.members[j] for j in self._slots[int(i[I_LAST_TARGET])][n])
 

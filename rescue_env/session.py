@@ -106,11 +106,10 @@ class Session:
         name = self.encoding.strategy_names[decision.strategy]  # type: ignore[index]
         return TherapistMove(True, decision.target, slots, decision.strategy, name, text), False
 
-    def record_step(self, move: TherapistMove, turns: list[ClientTurn], pattern_before: str | None) -> list[Row]:
+    def record_step(self, move: TherapistMove | None, turns: list[ClientTurn], pattern_before: str | None) -> list[Row]:
         """Append the step's rows to the transcript (after the env refreshed :attr:`state`);
-        returns them (empty when not recording)."""
-        if not self.record:
-            self._row_index += int(move.intervene) + len(turns)
+        returns them (empty when not recording; ``move`` is only needed when recording)."""
+        if not self.record or move is None:
             return []
         rows = self._rows(move, turns, pattern_before)
         state_col = self.state.to_dict()

@@ -44,6 +44,9 @@ class ScenarioFidelity:
     loglik_baseline: float = float("nan")
     #: strategy -> {"n", "real_mean", "real_sd", "sim_mean", "sim_sd"} and the raw deltas
     distress_change: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: held-out dialogues whose group the model cannot simulate whole (their transitions are
+    #: scored, their distress changes are not: never on a group cut to size)
+    not_simulated: list[str] = field(default_factory=list)
 
     @property
     def gain(self) -> float:
@@ -59,6 +62,7 @@ class ScenarioFidelity:
             "loglik_per_transition_baseline": self.loglik_baseline,
             "gain_nats": self.gain,
             "distress_change": self.distress_change,
+            "not_simulated": self.not_simulated,
         }
 
 
@@ -72,8 +76,7 @@ def _real_and_simulated(
 ) -> list[tuple[int, float, list[float]]]:
     """(strategy, real change, simulated changes) per addressed annotated member."""
     strats = strategies(dialogue.scenario)
-    cap = model.encoding(len(dialogue.participants)).max_members
-    tracker = StateTracker(dialogue.scenario, dialogue.participants[:cap])
+    tracker = StateTracker(dialogue.scenario, dialogue.participants)
     rows = dialogue.rows
     before_states = []
     annotated_at: list[dict[int, float]] = []
@@ -136,6 +139,11 @@ def evaluate_fidelity(
             for t in extract_transitions(d):
                 ll_model.append(math.log(params.transition[t.action, t.src, t.dst]))
                 ll_base.append(math.log(marginal[t.dst]))
+            cap = model.encoding(len(d.participants)).max_members
+            if len(d.participants) > cap:
+                # the model cannot simulate this group whole; a cut group would be another session
+                result.not_simulated.append(f"{d.sample_id} ({len(d.participants)} members; the {scenario} model simulates {cap})")
+                continue
             for s, delta, sims in _real_and_simulated(d, model, rng, sim_draws):
                 real[s].append(delta)
                 sim[s].extend(sims)
@@ -179,6 +187,9 @@ def format_fidelity(results: list[ScenarioFidelity]) -> str:
             else:
                 rows.append([r.scenario, name, 0, "-", "-"])
     out.append(tabulate(rows, headers=["scenario", "strategy", "n real", "real mean ± sd", "simulated mean ± sd"]))
+    for r in results:
+        if r.not_simulated:
+            out.append(f"{r.scenario}: distress change not simulated for {', '.join(r.not_simulated)}")
     return "\n".join(out)
 
 

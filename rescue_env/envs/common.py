@@ -3,12 +3,14 @@ model, spaces, reset options and action checks (:class:`Simulation`)."""
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
 from gymnasium import spaces
 
+from rescue_env.data.groups import check_group_sizes
 from rescue_env.data.loader import load_dialogues, resolve_data_path
 from rescue_env.data.schema import Dialogue
 from rescue_env.config import EnvConfig
@@ -33,14 +35,17 @@ def _cached_bank(path: str, scenario: str) -> TextBank:
 
 
 def seed_dialogues(data: str | Sequence[Dialogue] | None, scenario: str) -> tuple[list[Dialogue], TextBank]:
-    """Seed dialogues of ``scenario`` from a path (bundled seeds when ``None``) or a list,
-    with the retrieval corpus built from them."""
-    if data is None or isinstance(data, str):
+    """Seed dialogues of ``scenario`` from a path (bundled seeds when ``None``), a list of
+    paths, or a list of :class:`Dialogue`, with the retrieval corpus built from them."""
+    if data is None or isinstance(data, (str, os.PathLike)):
         key = str(resolve_data_path(data))
         dialogues = [d for d in _cached_dialogues(key) if d.scenario == scenario]
         bank = _cached_bank(key, scenario)
     else:
-        dialogues = [d for d in data if d.scenario == scenario]
+        items = list(data)
+        if items and all(isinstance(x, (str, os.PathLike)) for x in items):
+            items = load_dialogues(items)  # several data files or directories
+        dialogues = [d for d in items if d.scenario == scenario]
         bank = TextBank(dialogues)
     if not dialogues:
         raise ValueError(f"no {scenario} dialogue in the seed data ({data or 'bundled seeds'}); point data_path at a data set with {scenario} sessions")
@@ -91,13 +96,15 @@ class Simulation:
         self.params = scenario_params(params, scenario)
         self.encoding = ActionEncoding(scenario, config.max_members)
         self.dialogues, self.text_bank = seed_dialogues(data_path, scenario)
+        # a group larger than the spaces is refused by name: members are never dropped
+        check_group_sizes(self.dialogues, self.encoding.max_members)
         if not isinstance(reward, RewardConfig):
             reward = RewardConfig(**(reward or {}))
         self.reward = reward
         cap = self.encoding.max_members
         if tuple(self.params.patterns) != tuple(scenario_patterns(scenario)):
             raise ValueError(f"parameters list the patterns {self.params.patterns}, the {scenario} taxonomy has {scenario_patterns(scenario)}")
-        if data_path is None or isinstance(data_path, str):
+        if data_path is None or isinstance(data_path, (str, os.PathLike)):
             self.starts = _cached_starts(str(resolve_data_path(data_path)), scenario, cap, config.min_prefix)
         else:
             self.starts = StartTable(self.dialogues, scenario_patterns(scenario), cap, config.min_prefix)
@@ -178,8 +185,9 @@ class Observer:
             start += size
 
     def unflatten(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        """The ``Dict`` observation of a flat one (copies)."""
-        return {key: flat[sl].reshape(shape).copy() for key, (sl, shape) in self._slices.items()}
+        """The ``Dict`` observation of a flat one (views of one copy of ``flat``)."""
+        flat = flat.copy()
+        return {key: flat[sl].reshape(shape) for key, (sl, shape) in self._slices.items()}
 
     def flatten(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         """A ``Dict`` observation as the flat vector a flat-observation policy takes
@@ -196,6 +204,6 @@ class Observer:
         unt = np.zeros(cap, np.int64)
         unt[:n] = st.untended
         k = self._index.get(st.pattern, len(self.patterns)) if st.pattern else len(self.patterns)
-        flat = np.zeros(self.flat_space.shape, np.float32)
-        write_observation(flat, d, g, n, k, t, streak, unt, float(self.horizon), len(self.patterns))
-        return self.unflatten(flat)
+        flat = np.zeros((1, *self.flat_space.shape), np.float32)
+        write_observation(flat, 0, d[None], g[None], n, k, t, streak, unt[None], float(self.horizon), len(self.patterns))
+        return self.unflatten(flat[0])

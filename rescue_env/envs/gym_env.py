@@ -197,7 +197,7 @@ class GroupSupportEnv(gym.Env):
         self._done = False
         self._text = ""
         self._last = None
-        info = {"state": self.session.state.copy(), "action_mask": self.core.mask_table[self.session.n].astype(np.int8)}
+        info = {"state": self.session.state.copy(), "action_mask": self.core.mask_table_int8[self.session.n].copy()}
         info["action_mask_factored"] = self.action_mask_factored()
         return self._obs(), info
 
@@ -231,13 +231,16 @@ class GroupSupportEnv(gym.Env):
             turns = await self._respond(move, before)
         return self._end_step(move, turns, before)
 
-    def _begin_step(self, action: Any) -> tuple[TherapistMove, str | None]:
+    def _begin_step(self, action: Any) -> tuple[TherapistMove | None, str | None]:
+        """Check the action; the decoded move only where text is built (transcript, LLM)."""
         session = self._session()
         if self._done:
             raise ResetNeeded("the episode has ended (terminated or truncated): call reset() before step()")
         a = check_action(action, self.encoding.n_actions, self.action_space)
         self._actions[0] = a
-        move, _ = session.move_for(a, self._text)
+        move = None
+        if self.config.record_transcript or self.backend is not None:
+            move, _ = session.move_for(a, self._text)
         self._text = ""
         return move, session.state.pattern
 
@@ -249,7 +252,7 @@ class GroupSupportEnv(gym.Env):
         the silent members), the speakers' self-reports set their distress and stances."""
         session = self._session()
         self.core.transition(self._actions)
-        self.core.write_state(0, session.state)
+        session.state = self.core.state_view(0, session.state)
         turns = await self.backend.arespond(
             session, move, self._model_turns(), pattern_before=pattern_before, seed=self.core.step_seed(0), behaviours=behaviours
         )
@@ -264,13 +267,14 @@ class GroupSupportEnv(gym.Env):
         core = self.core
         i = core.I[0]
         session.t, session.streak, session.n_interventions = int(i[I_T]), int(i[I_STREAK]), int(i[I_INTERVENTIONS])
-        core.write_state(0, session.state)
+        # a new state object per step: the one in this info is not changed by later steps
+        session.state = core.state_view(0, session.state)
         rows = session.record_step(move, turns, pattern_before)
         self._last = (move, rows)
         terminated, truncated = bool(core.terminated[0]), bool(core.truncated[0])
         info: dict[str, Any] = {
-            "state": session.state.copy(),
-            "action_mask": core.mask_table[session.n].astype(np.int8),
+            "state": session.state,
+            "action_mask": core.mask_table_int8[session.n].copy(),
             "sigma": core.step_components(0),
             "intervened": bool(i[I_INTERVENED]),
             "invalid_action": bool(i[I_STEP_INVALID]),

@@ -5,6 +5,10 @@ id's ``vector_entry_point``::
 
     envs = gym.make_vec("rescue_env/Couple-v0", num_envs=256, vectorization_mode="vector_entry_point")
 
+Infos: ``action_mask`` every step; when episodes end, ``sigma_return``, ``episode_steps``,
+``peak_max_distress``, ``interventions`` and ``invalid_actions`` as arrays with their
+``_key`` masks (gymnasium's vector info layout).
+
 Same spaces, episodes and auto-reset as ``vectorization_mode="sync"`` (gymnasium's
 ``NEXT_STEP`` mode: the step after an episode ends returns the next episode's first
 observation with reward 0), for the same seeds: session ``i`` is seeded with ``seed + i`` and
@@ -26,7 +30,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rescue_env.config import EnvConfig
-from rescue_env.core import I_DONE, NEXT_STEP, RUNNING, Core, next_key
+from rescue_env.core import F_PEAK, F_RETURN, I_DONE, I_INTERVENTIONS, I_INVALID, I_N, I_T, NEXT_STEP, RUNNING, Core, next_key
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.params import DynamicsParams
 from rescue_env.envs.common import Simulation, episode_key, start_options
@@ -184,17 +188,20 @@ class GroupSupportVectorEnv(VectorEnv):
         core.step(acts, NEXT_STEP)
         terminated = core.terminated.copy()
         truncated = core.truncated.copy()
-        infos: dict[str, Any] = {"action_mask": core.masks().astype(np.int8)}
-        ended = np.flatnonzero(core.I[:, I_DONE] != RUNNING)
-        if len(ended):
-            returns = np.zeros(self.num_envs)
-            stats = np.full(self.num_envs, None, dtype=object)
-            for e in ended.tolist():
-                s = core.stats(e)
-                returns[e], stats[e] = s["sigma_return"], s
-            mask = np.zeros(self.num_envs, bool)
-            mask[ended] = True
-            infos.update(sigma_return=returns, _sigma_return=mask, episode_stats=stats, _episode_stats=mask.copy())
+        infos: dict[str, Any] = {"action_mask": core.mask_table_int8[core.I[:, I_N]]}
+        ended = core.I[:, I_DONE] != RUNNING
+        if ended.any():
+            # the ended episodes' figures as arrays (gymnasium's vector info layout: a value
+            # array and a "_key" mask); a per-episode dict would cost more than the step
+            for key, values in (
+                ("sigma_return", core.F[:, F_RETURN]),
+                ("episode_steps", core.I[:, I_T]),
+                ("peak_max_distress", core.F[:, F_PEAK]),
+                ("interventions", core.I[:, I_INTERVENTIONS]),
+                ("invalid_actions", core.I[:, I_INVALID]),
+            ):
+                infos[key] = np.where(ended, values, 0)
+                infos["_" + key] = ended.copy()
         return self._obs(), core.rewards.copy(), terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:

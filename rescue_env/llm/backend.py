@@ -160,20 +160,20 @@ class LLMBackend:
         accounts the episode's calls under ``client.usage(tag)``. Without it the memory is
         made at the episode's first step (untagged)."""
         memory = EpisodeMemory(session.state, session.dialogue, session.start_row, session=session, tag=tag)
-        return self._remember(session.state, memory)
+        return self._remember(session, memory)
 
     def memory(self, session: Session) -> EpisodeMemory:
         """The episode memory of ``session`` (made on first sight)."""
-        memory = self._memories.get(id(session.state))
+        memory = self._memories.get(id(session))
         if memory is None:
             memory = self.attach(session)
         return memory
 
-    def _remember(self, state: GroupState, memory: EpisodeMemory) -> EpisodeMemory:
-        key = id(state)
+    def _remember(self, session: Session, memory: EpisodeMemory) -> EpisodeMemory:
+        key = id(session)
         if key not in self._memories:
-            # forget the episode with its state object (ids are reused after collection)
-            weakref.finalize(state, self._memories.pop, key, None)
+            # forget the episode with its session (ids are reused after collection)
+            weakref.finalize(session, self._memories.pop, key, None)
         self._memories[key] = memory
         return memory
 
