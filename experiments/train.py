@@ -203,7 +203,10 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if cfg.task_eval:
         from rescue_env.tasks.callback import TaskEvalCallback  # static-task figures (issue 6)
 
-        callbacks.append(TaskEvalCallback(eval_dialogues, scenario, eval_freq=cfg.eval_freq))
+        def policy(model: Any, scenario: str) -> SB3Agent:
+            return SB3Agent(model, scenario, deterministic=True, name="policy")
+
+        callbacks.append(TaskEvalCallback(eval_dialogues, scenario, agent_factory=policy, eval_freq=cfg.eval_freq))
     remaining = max(cfg.total_timesteps - model.num_timesteps, 0)
     t_learn = time.perf_counter()
     model.learn(total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=not cfg.resume, tb_log_name=run_name)
