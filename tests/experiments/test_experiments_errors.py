@@ -227,3 +227,11 @@ def test_a_bug_exits_1_with_its_traceback_and_no_key(rescue, tmp_path, monkeypat
     assert run.rc == 1 and "Traceback" in run.err and "RuntimeError: unexpected reply quoting key [redacted]" in run.err
     assert secret not in run.err + run.out
     assert all(secret.encode() not in p.read_bytes() for p in out.rglob("*") if p.is_file())
+
+
+def test_a_sweep_checks_each_job(rescue, tmp_path):
+    sweep = tmp_path / "sweep"
+    run = rescue(["rollout", "-m", "reward.lam=0,-1", f"hydra.sweep.dir={sweep}", *ROLLOUT])
+    assert run.rc == EXIT_USER_ERROR and "reward.lam=-1.0 is out of range" in run.err
+    assert (sweep / "0" / "metrics.json").is_file()  # the good job ran
+    assert not (sweep / "1" / "episodes.jsonl").exists()  # the bad one did not

@@ -177,3 +177,14 @@ def asyncio_run(coro):
     import asyncio
 
     return asyncio.run(coro)
+
+
+def test_an_unset_key_variable_for_a_remote_server_is_warned(monkeypatch, caplog):
+    monkeypatch.delenv("RESCUE_TEST_UNSET_KEY", raising=False)
+    with caplog.at_level("WARNING", logger="rescue_env.llm"):
+        LLMClient(LLMConfig(base_url="https://api.example.com/v1", api_key_env="RESCUE_TEST_UNSET_KEY"))
+    assert "$RESCUE_TEST_UNSET_KEY is not set" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="rescue_env.llm"):
+        LLMClient(LLMConfig(base_url="http://127.0.0.1:8000/v1", api_key_env="RESCUE_TEST_UNSET_KEY"))
+    assert caplog.text == ""  # a local server (vLLM, Ollama) needs none
