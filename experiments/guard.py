@@ -152,6 +152,28 @@ def check_config(config: DictConfig, command: str, output_dir: str | None) -> No
         check_run_folder(command, task, Path(output_dir))
 
 
+def _sweep_job_configs(config: DictConfig, config_name: str | None) -> list[DictConfig]:
+    """The task configs of a basic sweep's jobs (composed as Hydra's sweeper will); empty for
+    another sweeper, or if they cannot be listed here (the per-job check still runs)."""
+    sweeper = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+    if not sweeper.endswith("BasicSweeper"):
+        return []
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.global_hydra import GlobalHydra
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        loader = GlobalHydra.instance().config_loader()
+        parsed = OverridesParser.create(config_loader=loader).parse_overrides(list(config.hydra.overrides.task))
+        batches = BasicSweeper.split_arguments(parsed, None)
+        return [
+            task_config(loader.load_configuration(config_name, job, run_mode=RunMode.MULTIRUN))
+            for batch in batches for job in batch
+        ]
+    except Exception:  # private Hydra API moved: fall back to the per-job check
+        return []
+
+
 class ConfigGuard(Callback):
     """Refuse a bad config before Hydra writes anything (see the module docstring)."""
 
@@ -164,6 +186,10 @@ class ConfigGuard(Callback):
         mark_composed()
         try:
             check_secrets(task_config(config))
+            # every job's settings, before the first job runs or writes anything
+            for job in _sweep_job_configs(config, kwargs.get("config_name")):
+                check_secrets(job)
+                check_schema(job)
         except UserError as exc:
             fail(str(exc), exc)
         except Exception:

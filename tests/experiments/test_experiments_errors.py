@@ -233,5 +233,6 @@ def test_a_sweep_checks_each_job(rescue, tmp_path):
     sweep = tmp_path / "sweep"
     run = rescue(["rollout", "-m", "reward.lam=0,-1", f"hydra.sweep.dir={sweep}", *ROLLOUT])
     assert run.rc == EXIT_USER_ERROR and "reward.lam=-1.0 is out of range" in run.err
-    assert (sweep / "0" / "metrics.json").is_file()  # the good job ran
-    assert not (sweep / "1" / "episodes.jsonl").exists()  # the bad one did not
+    assert not sweep.exists(), "every job is checked before the first one runs"
+    ok = rescue(["rollout", "-m", "reward.lam=0,0.5", f"hydra.sweep.dir={sweep}", *ROLLOUT])
+    assert ok.rc == 0 and (sweep / "1" / "metrics.json").is_file()
