@@ -9,7 +9,8 @@
     once with the bad reply and a correction -> else ``ok=False`` with the reason.
 
 Model-side and server-side problems never raise; programmer errors (a bad schema or
-name) do. Usage is accounted per run (``client.usage()``) and per tag, e.g. an episode
+name) do. A failure is named for what it is (:mod:`rescue_env.llm.failures`), every text
+from the server passes the secret scrubber, and ``call_timeout_s`` bounds a whole call. Usage is accounted per run (``client.usage()``) and per tag, e.g. an episode
 (``client.usage(tag)``).
 """
 
@@ -34,11 +35,11 @@ from jsonschema.exceptions import best_match
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from rescue_env.concurrency import RETRY_PRIORITY, PriorityLimiter
-from rescue_env.secrets import register_secret_env, scrub
 from rescue_env.llm.cache import ResponseCache, fingerprint
 from rescue_env.llm.config import LLMConfig
 from rescue_env.llm.failures import describe_body, describe_failure
 from rescue_env.llm.usage import Usage, UsageStats
+from rescue_env.secrets import register_secret_env, scrub
 
 log = logging.getLogger("rescue_env.llm")
 
