@@ -20,6 +20,7 @@ import re
 import sys
 from pathlib import Path
 
+from rescue_env.atomic import atomic_open, atomic_write_text
 from rescue_env.comparison import compare
 from rescue_env.report import write_report
 from rescue_env.rollout import EpisodeRecord, record_from_json
@@ -100,15 +101,15 @@ def merge_runs(out: str | Path, shards: list[str | Path], compare_to: str | None
             lines[key] = line
     out.mkdir(parents=True, exist_ok=True)
     order = sorted(lines, key=lambda k: (json.loads(lines[k])["agent"], k))
-    (out / "episodes.jsonl").write_text("".join(lines[k] + "\n" for k in order), encoding="utf-8")
+    atomic_write_text(out / "episodes.jsonl", "".join(lines[k] + "\n" for k in order))
     records = load_records(out)
     metrics_of = [json.loads((Path(s) / "metrics.json").read_text(encoding="utf-8")) if (Path(s) / "metrics.json").is_file() else {} for s in shards]
     reference = compare_to if compare_to is not None else next((m.get("compare_to") for m in metrics_of if m.get("compare_to")), "heuristic")
     comparison = compare(records, reference)
     metrics = {"merged_from": [str(s) for s in shards], **comparison, "shards": metrics_of}
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
+    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
     headers, rows = csv_rows(comparison)
-    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(out / "summary.csv", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(headers)
         writer.writerows(rows)

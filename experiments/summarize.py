@@ -42,6 +42,7 @@ import yaml
 from hydra.experimental.callback import Callback
 from tabulate import tabulate
 
+from rescue_env.atomic import atomic_open, atomic_write_text, save_figure
 from rescue_env.rollout import mean_ci
 
 log = logging.getLogger(__name__)
@@ -227,14 +228,14 @@ def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, pl
     """``summary.csv``, ``summary.json``, ``jobs.csv`` and ``summary.png`` into ``root``."""
     by = result["group_by"]
     fields = [*by, "agent", "seeds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds"]
-    with (root / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(root / "summary.csv", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         for r in result["rows"]:
             writer.writerow({k: (round(v, 4) if isinstance(v, float) and not math.isnan(v) else ("" if isinstance(v, float) else v)) for k, v in r.items()})
-    (root / "summary.json").write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+    atomic_write_text(root / "summary.json", json.dumps(result, indent=1, default=float))
     keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
-    with (root / "jobs.csv").open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(root / "jobs.csv", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["job", "kind", "status", *keys])
         for j in jobs:
@@ -271,7 +272,7 @@ def plot_summary(result: dict[str, Any], path: Path) -> Path:
     ax.set_title("IQM across seeds (bars, 95 % stratified-bootstrap CI); mean (dots, 95 % t-interval)", fontsize=9)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 

@@ -41,6 +41,8 @@ from agents.sb3 import SB3Agent, algo_class
 from experiments import tracking
 from experiments.common import load_playable, run_dir
 from experiments.config import env_config, register_configs, reward_config
+from experiments.errors import user_errors
+from rescue_env.atomic import atomic_write_text
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 from rescue_env.comparison import paired_interval
@@ -299,7 +301,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         "model": str(model_path),
         "elapsed_s": time.perf_counter() - t0,
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
+    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
     rows = []
     for k, v in final.items():
         p = v.get("paired_vs_heuristic")
@@ -313,6 +315,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="train")
+@user_errors
 def main(cfg: DictConfig) -> None:
     run(cfg, run_dir())
 

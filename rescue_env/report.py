@@ -36,6 +36,7 @@ from matplotlib.cm import ScalarMappable  # noqa: E402
 from matplotlib.colors import ListedColormap, Normalize  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from rescue_env.atomic import atomic_write_text, save_figure  # noqa: E402
 from rescue_env.comparison import POOLED, episode_key, scoped_summaries  # noqa: E402
 from rescue_env.envs.render import draw_stance_graph  # noqa: E402
 from rescue_env.rollout import EpisodeRecord  # noqa: E402
@@ -146,7 +147,7 @@ def plot_episode(record: EpisodeRecord, path: Path) -> Path:
     axp.set_xlim(-0.5, len(steps) - 0.5)
     axp.set_xlabel("step (grey lines: the therapist speaks)")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 
@@ -174,7 +175,7 @@ def plot_snapshots(record: EpisodeRecord, path: Path, count: int = 3) -> Path:
     reds = ListedColormap(plt.get_cmap("Reds")(np.linspace(0.15, 1.0, 256)))
     fig.colorbar(ScalarMappable(Normalize(0, 1), reds), cax=axes[0][-3], label="distress d (nodes)")
     fig.colorbar(ScalarMappable(Normalize(-1, 1), "RdYlGn"), cax=axes[0][-1], label="stance g (edges)")
-    fig.savefig(path, dpi=80, bbox_inches="tight")
+    save_figure(fig, path, dpi=80, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -216,7 +217,7 @@ def plot_comparison(comparison: dict[str, Any], path: Path) -> Path:
         ax.set_xticks(x, agents, rotation=20)
     a1.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 
@@ -368,7 +369,7 @@ def write_report(
         f'<nav class="toc"><b>Contents</b><ol>{"".join(items)}</ol></nav>',
     ]
     path = out_dir / "report.html"
-    path.write_text("\n".join(head + body + ["</body></html>"]), encoding="utf-8")
+    atomic_write_text(path, "\n".join(head + body + ["</body></html>"]))
     return path
 
 
