@@ -13,11 +13,14 @@ overrides (tests use it).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
+
+from agents.algos import check_algo
 
 from rescue_env.llm.config import LLMConfig
 from rescue_env.config import EnvConfig as EnvSettings
@@ -41,6 +44,19 @@ class DataConfig:
 
 #: the ``env`` group's schema: the fields of :class:`rescue_env.config.EnvConfig` (listed there only)
 EnvConfig = hydra_schema(EnvSettings)
+#: a rollout's ``env`` node: the same fields, and ``scenario`` may also be ``all`` (every
+#: scenario in the data); the other settings are checked as :class:`EnvSettings` does
+RolloutEnvConfig = hydra_schema(EnvSettings, "RolloutEnvConfig")
+
+
+def _check_rollout_env(self: Any) -> None:
+    values = {f.name: getattr(self, f.name) for f in dataclasses.fields(EnvSettings)}
+    if values["scenario"] == "all":
+        values["scenario"] = "couple"  # any one scenario: only the other fields are checked here
+    EnvSettings(**values)
+
+
+RolloutEnvConfig.__post_init__ = _check_rollout_env  # type: ignore[attr-defined]
 #: the ``reward`` group's schema: the fields of :class:`rescue_env.reward.RewardConfig`
 RewardSchema = hydra_schema(RewardConfig)
 
@@ -135,7 +151,7 @@ class RolloutConfig:
     """``rescue rollout``: closed-loop episodes of therapist agents on seed dialogues."""
 
     data: DataConfig = field(default_factory=DataConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)  # type: ignore[valid-type]
+    env: RolloutEnvConfig = field(default_factory=RolloutEnvConfig)  # type: ignore[valid-type]
     dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
     reward: RewardSchema = field(default_factory=RewardSchema)  # type: ignore[valid-type]
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -214,8 +230,10 @@ class TrainConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     def __post_init__(self) -> None:
-        if self.algo not in ("maskable_ppo", "ppo"):
-            raise ValueError(f"algo={self.algo!r}: unknown algo {self.algo!r}: use maskable_ppo or ppo")
+        try:
+            check_algo(self.algo)
+        except ValueError as exc:
+            raise ValueError(f"algo={self.algo!r}: {exc}") from None
         for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "eval_episodes", "torch_threads"):
             check_range(self, name, 1)
         for name in ("eval_freq", "checkpoint_freq", "ent_coef"):

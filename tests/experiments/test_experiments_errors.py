@@ -49,7 +49,7 @@ def test_nonsense_rollout_settings_are_refused_before_anything_is_written(rescue
     ("command", "override", "needle"),
     [
         ("train", "total_timesteps=-5", "total_timesteps=-5 is out of range"),
-        ("train", "algo=dqn", "unknown algo 'dqn'"),
+        ("train", "algo=recurrent_ppo", "unknown algo 'recurrent_ppo'"),
         ("calibrate", "folds=0", "folds=0 is out of range: expected folds >= 2"),
     ],
 )
