@@ -51,11 +51,14 @@ class CalibratedModel:
     Args:
         scenario: ``"couple"`` or ``"family"``.
         params: the parameters (object or file; packaged defaults when ``None``).
+        heterogeneity: spread of the clients' traits (``dynamics.heterogeneity``: 0 = the
+            mean client, 1 = the fitted spread, > 1 wider).
     """
 
-    def __init__(self, scenario: str, params: DynamicsParams | ScenarioParams | str | None = None):
+    def __init__(self, scenario: str, params: DynamicsParams | ScenarioParams | str | None = None, *, heterogeneity: float = 1.0):
         self.scenario = scenario
         self.params = scenario_params(params, scenario)
+        self.heterogeneity = float(heterogeneity)
         self._cores: dict[tuple[int, int], Any] = {}
 
     def encoding(self, n: int) -> ActionEncoding:
