@@ -130,7 +130,7 @@ def _real_and_simulated(
             after = next((a[i] for a in annotated_at[pos + 1 : pos + 1 + EFFECT_WINDOW] if i in a), None)
             if after is None:
                 continue
-            distress, _ = model.simulate(before, TherapistMove(True, None, slots, s, row.strategy), sim_draws, rng)
+            distress, _ = model.simulate(before, TherapistMove(True, None, slots, s, row.strategy), sim_draws, rng, observed=True)
             sims = (distress[:, i] - before.distress[i]).tolist()
             out.append((s, after - float(before.distress[i]), sims))
     return out
@@ -297,12 +297,28 @@ def format_fidelity(results: list[ScenarioFidelity]) -> str:
     from tabulate import tabulate
 
     head = [
-        [r.scenario, r.dialogues, r.folds, r.transitions, f"{r.loglik_model:.3f}", f"{r.loglik_baseline:.3f}", f"{r.gain:+.3f}"]
+        [r.scenario, r.dialogues, r.folds or "held-out", r.transitions, f"{r.loglik_model:.3f}", f"{r.loglik_baseline:.3f}", f"{r.gain:+.3f}"]
         for r in results
     ]
+    spread = [
+        [r.scenario, r.moves, f"{r.coverage_90:.2f}", f"{r.coverage_50:.2f}", f"{r.sd_ratio:.2f}",
+         f"{r.dwell_time.get('real', float('nan')):.2f} / {r.dwell_time.get('simulated', float('nan')):.2f}"]
+        for r in results
+    ]  # fmt: skip
+    facts = [
+        [r.scenario, name, v["paper"], "-" if v["real"] is None else f"{v['real']:.2f} (of {v['real_changes']})", "-" if v["simulated"] is None else f"{v['simulated']:.2f}"]
+        for r in results
+        for name, v in r.transition_facts.items()
+    ]
     out = [
-        "Held-out pattern log-likelihood per transition (k-fold over dialogues)",
+        "Held-out pattern log-likelihood per transition",
         tabulate(head, headers=["scenario", "dialogues", "folds", "transitions", "model", "marginal baseline", "gain (nats)"]),
+        "",
+        "Spread of the addressed member's distress change: real inside the simulated bands (targets: 0.80-0.97, 0.40-0.60; sd ratio 0.8-1.25)",
+        tabulate(spread, headers=["scenario", "moves", "coverage_90", "coverage_50", "sd_ratio", "dwell real / sim"]),
+        "",
+        "Pattern changes: the paper's shares, real vs simulated",
+        tabulate(facts, headers=["scenario", "change", "paper", "real", "simulated"]),
         "",
         "Distress change of the addressed member after each strategy: real (held-out) vs simulated",
     ]
@@ -321,13 +337,26 @@ def format_fidelity(results: list[ScenarioFidelity]) -> str:
 
 
 def plot_fidelity(results: list[ScenarioFidelity], path: str | Path) -> Path:
-    """Box plots of real vs simulated distress change per strategy, one panel per scenario."""
+    """Per scenario: box plots of real vs simulated distress change per strategy, and the
+    calibration curve (nominal central band of the simulated draws vs the share of real
+    changes inside it; on the diagonal = calibrated, below = overconfident)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(results), 1, figsize=(11, 3.6 * len(results)), squeeze=False)
+    fig, axes = plt.subplots(len(results), 2, figsize=(15, 3.8 * len(results)), squeeze=False, gridspec_kw={"width_ratios": [3, 1]})
+    for cal, r in zip(axes[:, 1], results):
+        levels = [float(x) for x in r.calibration]
+        cal.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="perfect")
+        if levels:
+            cal.plot(levels, list(r.calibration.values()), marker="o", color="#dd8452", label="simulated bands")
+        cal.set_xlim(0, 1)
+        cal.set_ylim(0, 1)
+        cal.set_xlabel("nominal band (central share of draws)")
+        cal.set_ylabel("real changes inside")
+        cal.set_title(f"{r.scenario}: calibration ({r.moves} moves)", fontsize=10)
+        cal.legend(fontsize=8, loc="upper left")
     for ax, r in zip(axes[:, 0], results):
         names = list(r.distress_change)
         positions, data, colors = [], [], []
