@@ -8,6 +8,8 @@ Everything numeric is here, once, compiled with numba and batched over sessions:
 * the bookkeeping of a step (untended counters, streak, rows) and the episode book: σ* and
   its weighted components (:mod:`rescue_env.reward`), discounted return, peaks, untended
   turns, settling, termination and truncation (:func:`_finish`);
+* the client population (per-client traits drawn at each reset, :func:`_draw_traits`) and
+  the observation model (the distress the policy sees is a noisy reading of latent distress);
 * the flat observation (:func:`_observe`, gymnasium's ``flatten`` layout of the envs'
   ``Dict`` observation) and the action masks (a table per group size);
 * resets from start states computed once per seed dialogue and cut row when the data is
@@ -31,7 +33,9 @@ Array layout (row ``e`` is session ``e``; groups padded to the cap ``C``):
 ``D[e, :n]`` distress and ``G[e, :n, :n]`` stances (float64, padding 0); ``I[e]`` integers by
 the ``I_*`` columns; ``F[e]`` floats by the ``F_*`` columns; ``UNT[e, :n]`` steps since
 each member was addressed; ``TURNS[e, :n]`` untended turns of the episode; ``KEY[e]`` the
-episode key; the last step's client turns in ``TS/TT/TA[e, :I[e, I_NTURNS]]`` (speaker slot,
+episode key; ``TR[e, :n, ·]`` the clients' latent traits (reactivity, volatility, contagion
+susceptibility; drawn at reset from the key, see :mod:`rescue_env.dynamics.calibrated`); the
+last step's client turns in ``TS/TT/TA[e, :I[e, I_NTURNS]]`` (speaker slot,
 utterance type, addressee).
 """
 
