@@ -786,6 +786,12 @@ class Core:
             raise ValueError(f"dynamics.heterogeneity must be a finite number >= 0, got {heterogeneity!r}")
         self.P[P_HETEROGENEITY] = self.heterogeneity = h
 
+    def set_reading_noise(self, sd: float) -> None:
+        """The observation model's reading noise (sd around latent distress; 0: the policy sees
+        the latent distress). Client models that report their own emotions (LLM clients: their
+        self-report is the reading) switch it off."""
+        self.P[P_READING_NOISE] = float(sd)
+
     def traits(self, e: int) -> dict[str, np.ndarray]:
         """Session ``e``'s clients' latent traits (per member slot)."""
         n = int(self.I[e, I_N])

@@ -123,11 +123,14 @@ class Simulation:
     def core(self, num_sessions: int) -> Core:
         """A core of ``num_sessions`` sessions over this simulation."""
         c = self.config
-        return Core(
+        core = Core(
             self.params, self.encoding, self.reward, self.starts, num_sessions,
             horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle,
             heterogeneity=self.heterogeneity,
         )  # fmt: skip
+        if self.backend is not None:
+            core.set_reading_noise(0.0)  # LLM clients' self-reports are the readings: no second noise
+        return core
 
 
 def episode_key(np_random: np.random.Generator) -> int:
