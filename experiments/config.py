@@ -97,6 +97,9 @@ class DynamicsConfig:
     params: Optional[str] = None
     #: who labels the relation pattern in LLM runs: calibrated (the model's transition) or llm
     annotator: str = "calibrated"
+    #: spread of the simulated clients: 0 = the mean client, 1 = the fitted population,
+    #: > 1 wider (domain randomisation for robustness training)
+    heterogeneity: float = 1.0
 
     def __post_init__(self) -> None:
         check_choice(self, "name", ("calibrated", "llm"))
@@ -246,6 +249,14 @@ class TrainConfig:
 
 
 @dataclass
+class HoldoutConfig:
+    """Held-out real data of ``rescue calibrate`` (``path`` null: k-fold over ``data.path``)."""
+
+    path: Optional[str] = None
+    strict: bool = False
+
+
+@dataclass
 class CalibrateConfig:
     """``rescue calibrate``: fit the calibrated model and report its fidelity."""
 
@@ -253,9 +264,12 @@ class CalibrateConfig:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     folds: int = 5
     seed: int = 0
-    sim_draws: int = 20
+    sim_draws: int = 50
     #: output parameter file name (inside the run folder)
     output: str = "dynamics_params.json"
+    #: heterogeneity of the simulated clients the fidelity check draws (as dynamics.heterogeneity)
+    heterogeneity: float = 1.0
+    holdout: HoldoutConfig = field(default_factory=HoldoutConfig)
 
     def __post_init__(self) -> None:
         check_range(self, "folds", 2)

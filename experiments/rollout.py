@@ -82,6 +82,7 @@ def make_env(cfg: DictConfig, scenario: str, dialogues: list | str, backend: Any
         config=env_config(cfg, scenario=scenario, record_transcript=True),
         dynamics=dynamics,
         params=cfg.dynamics.params,
+        heterogeneity=cfg.dynamics.heterogeneity,
         data_path=dialogues,
         reward=reward_config(cfg),
     )

@@ -86,7 +86,7 @@ def split_dialogues(dialogues: list, holdout: float) -> tuple[list, list]:
 
 def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
     """The env arguments of a training config (the ``env``, ``dynamics`` and ``reward`` groups)."""
-    return dict(config=env_config(cfg), dynamics=cfg.dynamics.name, params=cfg.dynamics.params, reward=reward_config(cfg))
+    return dict(config=env_config(cfg), dynamics=cfg.dynamics.name, params=cfg.dynamics.params, heterogeneity=cfg.dynamics.heterogeneity, reward=reward_config(cfg))
 
 
 def evaluate(env: GroupSupportEnv, agent, episodes: int, seed: int) -> dict[str, Any]:

@@ -8,6 +8,8 @@ Everything numeric is here, once, compiled with numba and batched over sessions:
 * the bookkeeping of a step (untended counters, streak, rows) and the episode book: σ* and
   its weighted components (:mod:`rescue_env.reward`), discounted return, peaks, untended
   turns, settling, termination and truncation (:func:`_finish`);
+* the client population (per-client traits drawn at each reset, :func:`_draw_traits`) and
+  the observation model (the distress the policy sees is a noisy reading of latent distress);
 * the flat observation (:func:`_observe`, gymnasium's ``flatten`` layout of the envs'
   ``Dict`` observation) and the action masks (a table per group size);
 * resets from start states computed once per seed dialogue and cut row when the data is
@@ -31,7 +33,9 @@ Array layout (row ``e`` is session ``e``; groups padded to the cap ``C``):
 ``D[e, :n]`` distress and ``G[e, :n, :n]`` stances (float64, padding 0); ``I[e]`` integers by
 the ``I_*`` columns; ``F[e]`` floats by the ``F_*`` columns; ``UNT[e, :n]`` steps since
 each member was addressed; ``TURNS[e, :n]`` untended turns of the episode; ``KEY[e]`` the
-episode key; the last step's client turns in ``TS/TT/TA[e, :I[e, I_NTURNS]]`` (speaker slot,
+episode key; ``TR[e, :n, ·]`` the clients' latent traits (reactivity, volatility, contagion
+susceptibility; drawn at reset from the key, see :mod:`rescue_env.dynamics.calibrated`); the
+last step's client turns in ``TS/TT/TA[e, :I[e, I_NTURNS]]`` (speaker slot,
 utterance type, addressee).
 """
 
@@ -73,8 +77,12 @@ COMPONENTS = ("mean_distress", "stance", "max_distress", "intervention_cost")
     P_DYAD_SHARE, P_GROUP_SHARE, P_GROWTH, P_SIDELINE, P_CONTAGION, P_D_NOISE, P_S_NOISE,
     P_SPEAK_ADDRESSED, P_SPEAK_DISTRESS, P_ANSWER, P_W_MEAN, P_BETA, P_LAM, P_COST, P_GAMMA,
     P_SETTLE_THRESHOLD, P_SETTLE_STEPS, P_TERMINATE, P_HORIZON, P_FATIGUE,
-) = range(20)  # fmt: skip
-N_PARAMS = 20
+    P_HETEROGENEITY, P_REACTIVITY_SD, P_VOLATILITY_SD, P_SUSCEPTIBILITY_SD, P_READING_NOISE,
+) = range(25)  # fmt: skip
+N_PARAMS = 25
+# TR[e, i, ·]: client i's latent traits, drawn at reset (see "Heterogeneous clients" above)
+TR_REACTIVITY, TR_VOLATILITY, TR_SUSCEPTIBILITY = range(3)
+N_TRAITS = 3
 #: behaviour codes of a client slot (``BT``): the model decides, or the slot is silent
 FREE, SILENT = -2, -1
 #: addressee codes (as :data:`rescue_env.dynamics.base.TO_THERAPIST` / ``TO_GROUP``)
@@ -95,7 +103,8 @@ _RESET_STEP = -1
 # draw indices within a step
 _U_SECOND, _U_TYPE, _U_ANSWER, _U_PULL, _U_PATTERN = 0, 1, 3, 4, 5  # _U_TYPE + k for turn k
 _U_SPEAKER = 8  # + slot
-_N_STANDARD = 64  # normals use draws 64 + 2k, 65 + 2k
+_U_READING = 32  # + 2 slot, + 2 slot + 1: the Box–Muller pair of slot's reading noise
+_N_STANDARD = 64  # normals use draws 64 + 2k, 65 + 2k (at _RESET_STEP: the client traits)
 #: draw index of the per-step seed handed to LLM calls (:meth:`Core.step_seed`)
 _U_LLM_SEED = 1 << 20
 
@@ -118,6 +127,14 @@ def _bits(key, step, draw):
 def _uniform(key, step, draw):
     """A uniform in (0, 1] from (key, step, draw)."""
     return float((_bits(key, step, draw) >> _S11) + _ONE) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, inline="always")
+def _normal(key, step, draw):
+    """One standard normal from the counter uniforms ``draw`` and ``draw + 1``."""
+    u1 = _uniform(key, step, draw)
+    u2 = _uniform(key, step, draw + 1)
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
 @njit(cache=True, inline="always")
@@ -157,6 +174,7 @@ def _transition(e, action, S, T, W):
     distress, stances, pattern, the step's client turns, and the step's bookkeeping.
     ``W`` is scratch space (:func:`_scratch`)."""
     D, G, I, F, UNT, TURNS, KEY, TS, TT, TA, BT, BA = S[:12]
+    TR = S[17]
     (act_intervene, act_target, act_strategy, target_slots, target_valid, P, effect, soften, pressure,
      second_turn, cum_utterance, utterance_kind, utterance_effect, harden, cum_transition, fatigue_pow) = T  # fmt: skip
     cap = D.shape[1]
@@ -199,7 +217,7 @@ def _transition(e, action, S, T, W):
         soft = soften[s] * mult * share
         for i in range(n):
             if addressed[i]:
-                d[i] += eff
+                d[i] += eff * TR[e, i, TR_REACTIVITY]  # a client's reactivity, sign included
                 for j in range(n):
                     g[i, j] += soft * (1.0 - g[i, j])
         if not addressed[worst]:
@@ -286,13 +304,13 @@ def _transition(e, action, S, T, W):
                     if hostility > 0:
                         inflow[i] += hostility * (d[j] - d[i])
         for i in range(n):
-            d[i] += c * inflow[i]
+            d[i] += c * inflow[i] * TR[e, i, TR_SUSCEPTIBILITY]
     # -- 5. stances harden (or warm) with the pattern; noise; clipping
     h = harden[p]
     toward, rate = (-1.0, h) if h >= 0 else (1.0, -h)
     _normals(key, step, n + n * n, noise)
     for i in range(n):
-        x = d[i] + P[P_D_NOISE] * noise[i]
+        x = d[i] + P[P_D_NOISE] * TR[e, i, TR_VOLATILITY] * noise[i]
         d[i] = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
         for j in range(n):
             if j == i:
@@ -364,7 +382,17 @@ def _scratch(cap):
 def _observe(e, S, P, n_patterns):
     """Write session ``e``'s flat observation into its row of ``obs``."""
     I = S[2]
-    write_observation(S[12], e, S[0], S[1], I[e, I_N], I[e, I_PATTERN], I[e, I_T], I[e, I_STREAK], S[4], P[P_HORIZON], n_patterns)
+    O = S[12]
+    write_observation(O, e, S[0], S[1], I[e, I_N], I[e, I_PATTERN], I[e, I_T], I[e, I_STREAK], S[4], P[P_HORIZON], n_patterns)
+    # the observation model: what is seen is a noisy reading of latent distress (σ* uses
+    # the latent state); a volatile client's reading swings more. A start state is the seed
+    # dialogue's own annotation (already a reading): it is shown as it is.
+    sd = P[P_READING_NOISE]
+    if sd > 0.0 and I[e, I_T] > 0:
+        key, step, TR = S[6][e], I[e, I_T], S[17]
+        for i in range(I[e, I_N]):
+            x = S[0][e, i] + sd * TR[e, i, TR_VOLATILITY] * _normal(key, step, _U_READING + 2 * i)
+            O[e, i] = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
 
 
 @njit(cache=True, inline="always")
@@ -416,6 +444,28 @@ def _finish(e, S, P, n_patterns):
 
 
 @njit(cache=True, inline="always")
+def _draw_traits(e, S, P):
+    """Draw session ``e``'s clients' latent traits from its episode key (reset draws, the
+    normals' indices: the dialogue and cut use draws 0 and 1). ``heterogeneity`` 0 gives every
+    client the mean client's traits (all 1)."""
+    TR = S[17]
+    key = S[6][e]
+    h = P[P_HETEROGENEITY]
+    for i in range(TR.shape[1]):
+        base = _N_STANDARD + 2 * N_TRAITS * i
+        TR[e, i, TR_REACTIVITY] = 1.0 + h * P[P_REACTIVITY_SD] * _normal(key, _RESET_STEP, base)
+        TR[e, i, TR_VOLATILITY] = math.exp(h * P[P_VOLATILITY_SD] * _normal(key, _RESET_STEP, base + 2))
+        TR[e, i, TR_SUSCEPTIBILITY] = math.exp(h * P[P_SUSCEPTIBILITY_SD] * _normal(key, _RESET_STEP, base + 4))
+
+
+@njit(cache=True)
+def _load_kernel(e, S, P, n_patterns):
+    """Traits and observation of a session whose state was put in by :meth:`Core.load`."""
+    _draw_traits(e, S, P)
+    _observe(e, S, P, n_patterns)
+
+
+@njit(cache=True, inline="always")
 def _begin(e, start, S, P, ST, n_patterns):
     """Start session ``e`` from row ``start`` of the start table (its key is already set);
     the step outputs (reward, flags) are left to the caller."""
@@ -441,6 +491,7 @@ def _begin(e, start, S, P, ST, n_patterns):
         if D[e, i] > peak:
             peak = D[e, i]
     F[e, F_PEAK] = peak
+    _draw_traits(e, S, P)
     _observe(e, S, P, n_patterns)
 
 
@@ -630,6 +681,7 @@ class Core:
         settle_threshold: float,
         settle_steps: int,
         terminate_on_settle: bool,
+        heterogeneity: float = 1.0,
     ):
         self.params = params
         self.encoding = encoding
@@ -669,6 +721,9 @@ class Core:
         P[P_D_NOISE], P[P_S_NOISE] = sp.distress_noise, sp.stance_noise
         P[P_SPEAK_ADDRESSED], P[P_SPEAK_DISTRESS], P[P_ANSWER] = sp.speak_addressed, sp.speak_distress, sp.answer_therapist
         P[P_FATIGUE] = sp.fatigue
+        P[P_REACTIVITY_SD], P[P_VOLATILITY_SD], P[P_SUSCEPTIBILITY_SD] = sp.reactivity_sd, sp.volatility_sd, sp.susceptibility_sd
+        P[P_READING_NOISE] = sp.reading_noise
+        self.set_heterogeneity(heterogeneity)
         self.set_reward(reward)
         self.set_episode_end(horizon=horizon, settle_threshold=settle_threshold, settle_steps=settle_steps, terminate_on_settle=terminate_on_settle)
         kinds = np.zeros(len(UTTERANCE_TYPES), np.int64)
@@ -695,6 +750,7 @@ class Core:
         self.UNT = np.zeros((N, cap), np.int64)
         self.TURNS = np.zeros((N, cap), np.int64)
         self.KEY = np.zeros(N, np.uint64)
+        self.TR = np.ones((N, cap, N_TRAITS))
         max_turns = cap + 2
         self.TS = np.zeros((N, max_turns), np.int64)
         self.TT = np.zeros((N, max_turns), np.int64)
@@ -709,7 +765,7 @@ class Core:
         self.final_obs = np.zeros((N, self.obs_dim), np.float32)
         self.S = (
             self.D, self.G, self.I, self.F, self.UNT, self.TURNS, self.KEY, self.TS, self.TT, self.TA,
-            self.BT, self.BA, self.obs, self.rewards, self.terminated, self.truncated, self.final_obs,
+            self.BT, self.BA, self.obs, self.rewards, self.terminated, self.truncated, self.final_obs, self.TR,
         )  # fmt: skip
         #: the final observation, floats, integers, untended turns and distress of episodes that
         #: ended in a SAME_STEP call
@@ -721,6 +777,25 @@ class Core:
         P = self.P
         P[P_W_MEAN], P[P_BETA], P[P_LAM], P[P_COST], P[P_GAMMA] = reward.w_mean, reward.beta, reward.lam, reward.cost, reward.gamma
         self.reward = reward
+
+    def set_heterogeneity(self, heterogeneity: float) -> None:
+        """Spread of the clients drawn at the next resets: 0 = every client is the mean
+        client, 1 = the fitted population spread, > 1 wider (domain randomisation)."""
+        h = float(heterogeneity)
+        if not (h >= 0.0 and math.isfinite(h)):
+            raise ValueError(f"dynamics.heterogeneity must be a finite number >= 0, got {heterogeneity!r}")
+        self.P[P_HETEROGENEITY] = self.heterogeneity = h
+
+    def set_reading_noise(self, sd: float) -> None:
+        """The observation model's reading noise (sd around latent distress; 0: the policy sees
+        the latent distress). Client models that report their own emotions (LLM clients: their
+        self-report is the reading) switch it off."""
+        self.P[P_READING_NOISE] = float(sd)
+
+    def traits(self, e: int) -> dict[str, np.ndarray]:
+        """Session ``e``'s clients' latent traits (per member slot)."""
+        n = int(self.I[e, I_N])
+        return {name: self.TR[e, :n, k].copy() for k, name in enumerate(("reactivity", "volatility", "susceptibility"))}
 
     def set_episode_end(self, *, horizon: int, settle_threshold: float, settle_steps: int, terminate_on_settle: bool) -> None:
         """Use these episode-end settings from the next step on."""
@@ -782,7 +857,8 @@ class Core:
 
     def load(self, e: int, state: GroupState, *, key: int, streak: int = 0) -> None:
         """Put an arbitrary state (e.g. one extracted from a real dialogue) in session ``e``
-        with episode key ``key``: the fidelity check simulates moves from real states."""
+        with episode key ``key`` (its clients' traits are drawn from the key): the fidelity
+        check simulates moves from real states."""
         n = state.n
         if not 1 <= n <= self.cap:
             raise ValueError(f"a group of {n} does not fit the cap {self.cap}")
@@ -801,7 +877,7 @@ class Core:
         self.KEY[e] = np.uint64(key)
         self.rewards[e] = 0.0
         self.terminated[e] = self.truncated[e] = False
-        write_observation(self.obs, e, self.D, self.G, n, self.I[e, I_PATTERN], 0, streak, self.UNT, self.P[P_HORIZON], self.n_patterns)
+        _load_kernel(e, self.S, self.P, self.n_patterns)
 
     def step_seed(self, e: int) -> int:
         """A 31-bit seed for session ``e``'s current step drawn from its key (LLM calls)."""

@@ -23,6 +23,18 @@ One step, in order (parameters in :class:`~rescue_env.dynamics.params.ScenarioPa
 5. **Stances** harden (or warm) by ``harden[ρ]``; noise is added to distress and stances.
 6. **Pattern.** ρ_{t+1} is drawn from ``transition[action, ρ_t]``.
 
+**Heterogeneous clients.** Each client ``i`` of a session carries latent traits drawn at
+reset from the fitted population (``z`` independent standard normals from the episode key,
+``h`` = ``dynamics.heterogeneity``): reactivity ``r_i = 1 + h·reactivity_sd·z`` multiplies the
+therapist effects they receive (``r_i < 0``: the move backfires), volatility
+``v_i = exp(h·volatility_sd·z)`` scales their distress noise and reading noise, contagion
+susceptibility ``k_i = exp(h·susceptibility_sd·z)`` scales the ripple they take in. ``h = 0``
+gives every client the mean client's traits (all 1).
+
+**Observation model.** What the policy sees (and annotators record) is a reading
+``clip(d_i + reading_noise·v_i·ε)`` of latent distress ``d_i``; σ* is booked on the latent
+state (the reward is the group's actual distress, not the noise of one reading).
+
 7. **Bookkeeping.** Steps since each member was addressed, the therapist's streak.
 
 All randomness is counter-based (a hash of the episode key, the step and the draw), so equal
@@ -51,11 +63,14 @@ class CalibratedModel:
     Args:
         scenario: ``"couple"`` or ``"family"``.
         params: the parameters (object or file; packaged defaults when ``None``).
+        heterogeneity: spread of the clients' traits (``dynamics.heterogeneity``: 0 = the
+            mean client, 1 = the fitted spread, > 1 wider).
     """
 
-    def __init__(self, scenario: str, params: DynamicsParams | ScenarioParams | str | None = None):
+    def __init__(self, scenario: str, params: DynamicsParams | ScenarioParams | str | None = None, *, heterogeneity: float = 1.0):
         self.scenario = scenario
         self.params = scenario_params(params, scenario)
+        self.heterogeneity = float(heterogeneity)
         self._cores: dict[tuple[int, int], Any] = {}
 
     def encoding(self, n: int) -> ActionEncoding:
@@ -72,7 +87,7 @@ class CalibratedModel:
         if core is None:
             core = self._cores[key] = Core(
                 self.params, encoding, RewardConfig(), None, sessions,
-                horizon=10**9, settle_threshold=0.0, settle_steps=1, terminate_on_settle=False,
+                horizon=10**9, settle_threshold=0.0, settle_steps=1, terminate_on_settle=False, heterogeneity=self.heterogeneity,
             )  # fmt: skip
         return core
 
@@ -83,16 +98,22 @@ class CalibratedModel:
         encoding = self.encoding(n)
         return encoding.encode(encoding.target_for_slots(move.slots, n), int(move.strategy))  # type: ignore[arg-type]
 
-    def simulate(self, state: GroupState, move: TherapistMove, draws: int, rng: np.random.Generator, *, streak: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """``draws`` independent next states from ``state`` under ``move``: distress
-        ``(draws, n)`` and stances ``(draws, n, n)``; ``state`` is left unchanged."""
+    def simulate(
+        self, state: GroupState, move: TherapistMove, draws: int, rng: np.random.Generator, *, streak: int = 0, observed: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``draws`` independent next states from ``state`` under ``move``, each by a client
+        group drawn from the population: distress ``(draws, n)`` (``observed``: its noisy
+        reading, what the policy sees and annotators record; else the latent distress σ*
+        uses) and stances ``(draws, n, n)``; ``state`` is left unchanged."""
         n = state.n
         core = self._core(n, draws)
         keys = rng.integers(0, 2**63, size=draws, dtype=np.uint64)
         for e in range(draws):
             core.load(e, state, key=int(keys[e]), streak=streak)
         core.transition(np.full(draws, self.action(move, n), np.int64))
-        return core.D[:, :n].copy(), core.G[:, :n, :n].copy()
+        core.finish()
+        distress = core.obs[:, :n].astype(np.float64) if observed else core.D[:, :n].copy()
+        return distress, core.G[:, :n, :n].copy()
 
     def step(self, state: GroupState, move: TherapistMove, rng: np.random.Generator, *, streak: int = 0) -> list[ClientTurn]:
         """Move ``state`` one step in place (distress, stances, pattern, untended counts);

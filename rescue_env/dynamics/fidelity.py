@@ -47,10 +47,38 @@ class ScenarioFidelity:
     #: held-out dialogues whose group the model cannot simulate whole (their transitions are
     #: scored, their distress changes are not: never on a group cut to size)
     not_simulated: list[str] = field(default_factory=list)
+    #: held-out moves scored for distress change (real change and simulated draws per move)
+    moves: int = 0
+    #: share of real changes inside the simulated 5–95 % / 25–75 % band of their own move
+    coverage_90: float = float("nan")
+    coverage_50: float = float("nan")
+    #: simulated / real sd of the changes (all moves pooled)
+    sd_ratio: float = float("nan")
+    #: nominal central-band level -> share of real changes inside (the calibration curve)
+    calibration: dict[str, float] = field(default_factory=dict)
+    #: mean pattern duration in labelled transitions, real vs the model's (1 / (1 − stay))
+    dwell_time: dict[str, float] = field(default_factory=dict)
+    #: the paper's three transition shares (of pattern changes), real vs simulated
+    transition_facts: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
 
     @property
     def gain(self) -> float:
         return self.loglik_model - self.loglik_baseline
+
+    def summary(self) -> dict[str, Any]:
+        """The headline figures of ``fidelity.json``'s ``holdout`` / ``kfold`` sections."""
+        return {
+            "dialogues": self.dialogues,
+            "transitions": self.transitions,
+            "loglik_gain_nats": self.gain,
+            "moves": self.moves,
+            "coverage_90": self.coverage_90,
+            "coverage_50": self.coverage_50,
+            "sd_ratio": self.sd_ratio,
+            "calibration": self.calibration,
+            "dwell_time": self.dwell_time,
+            "transition_facts": self.transition_facts,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +89,7 @@ class ScenarioFidelity:
             "loglik_per_transition_model": self.loglik_model,
             "loglik_per_transition_baseline": self.loglik_baseline,
             "gain_nats": self.gain,
+            **{k: v for k, v in self.summary().items() if k not in ("dialogues", "transitions")},
             "distress_change": self.distress_change,
             "not_simulated": self.not_simulated,
         }
@@ -102,67 +131,166 @@ def _real_and_simulated(
             after = next((a[i] for a in annotated_at[pos + 1 : pos + 1 + EFFECT_WINDOW] if i in a), None)
             if after is None:
                 continue
-            distress, _ = model.simulate(before, TherapistMove(True, None, slots, s, row.strategy), sim_draws, rng)
+            distress, _ = model.simulate(before, TherapistMove(True, None, slots, s, row.strategy), sim_draws, rng, observed=True)
             sims = (distress[:, i] - before.distress[i]).tolist()
             out.append((s, after - float(before.distress[i]), sims))
     return out
 
 
-def evaluate_fidelity(
-    dialogues: list[Dialogue], scenario: str, *, folds: int = 5, seed: int = 0, sim_draws: int = 20, strength: PriorStrength = PriorStrength()
-) -> ScenarioFidelity:
-    """k-fold held-out fidelity of the calibrated model for one scenario."""
-    ds = [d for d in dialogues if d.scenario == scenario]
-    k = max(2, min(folds, len(ds))) if len(ds) >= 2 else 0
-    result = ScenarioFidelity(scenario, len(ds), k)
-    if k == 0:
-        return result
-    rng = np.random.default_rng(seed)
-    strats = strategies(scenario)
-    n_states = len(pattern_states(scenario))
-    ll_model: list[float] = []
-    ll_base: list[float] = []
-    real: dict[int, list[float]] = {s: [] for s in range(len(strats))}
-    sim: dict[int, list[float]] = {s: [] for s in range(len(strats))}
-    for held in _folds(len(ds), k, rng):
-        held_set = set(int(i) for i in held)
-        train = [d for i, d in enumerate(ds) if i not in held_set]
-        test = [d for i, d in enumerate(ds) if i in held_set]
-        params, _ = fit_scenario(train, scenario, strength)
-        marginal = np.ones(n_states)
+#: the paper's transition facts (DESIGN.md §1): (from, to, share of changes out of ``from``)
+PAPER_FACTS = (
+    ("pursue_withdraw", "repair_softening", 0.50),
+    ("pursue_withdraw", "constructive_alignment", 0.07),
+    ("repair_softening", "attack_attack", 0.35),
+)
+#: nominal levels of the calibration curve (central bands of the simulated draws)
+CALIBRATION_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+class _Scorer:
+    """Accumulates held-out figures over (train, test) splits of one scenario."""
+
+    def __init__(self, scenario: str, rng: np.random.Generator, sim_draws: int, strength: PriorStrength, heterogeneity: float):
+        self.scenario = scenario
+        self.rng = rng
+        self.sim_draws = sim_draws
+        self.strength = strength
+        self.heterogeneity = heterogeneity
+        self.states = pattern_states(scenario)
+        self.strats = strategies(scenario)
+        self.ll_model: list[float] = []
+        self.ll_base: list[float] = []
+        self.real: dict[int, list[float]] = {s: [] for s in range(len(self.strats))}
+        self.sim: dict[int, list[float]] = {s: [] for s in range(len(self.strats))}
+        self.pairs: list[tuple[float, np.ndarray]] = []
+        #: per transition: (src, dst, the model's next-pattern distribution)
+        self.trans: list[tuple[int, int, np.ndarray]] = []
+        self.not_simulated: list[str] = []
+
+    def add(self, train: list[Dialogue], test: list[Dialogue]) -> None:
+        scenario = self.scenario
+        params, _ = fit_scenario(train, scenario, self.strength)
+        marginal = np.ones(len(self.states))
         for d in train:
             for t in extract_transitions(d):
                 marginal[t.dst] += 1
         marginal /= marginal.sum()
-        model = CalibratedModel(scenario, params)
+        model = CalibratedModel(scenario, params, heterogeneity=self.heterogeneity)
         for d in test:
             for t in extract_transitions(d):
-                ll_model.append(math.log(params.transition[t.action, t.src, t.dst]))
-                ll_base.append(math.log(marginal[t.dst]))
+                self.ll_model.append(math.log(params.transition[t.action, t.src, t.dst]))
+                self.ll_base.append(math.log(marginal[t.dst]))
+                self.trans.append((t.src, t.dst, params.transition[t.action, t.src]))
             cap = model.encoding(len(d.participants)).max_members
             if len(d.participants) > cap:
                 # the model cannot simulate this group whole; a cut group would be another session
-                result.not_simulated.append(f"{d.sample_id} ({len(d.participants)} members; the {scenario} model simulates {cap})")
+                self.not_simulated.append(f"{d.sample_id} ({len(d.participants)} members; the {scenario} model simulates {cap})")
                 continue
-            for s, delta, sims in _real_and_simulated(d, model, rng, sim_draws):
-                real[s].append(delta)
-                sim[s].extend(sims)
-    result.transitions = len(ll_model)
-    if ll_model:
-        result.loglik_model = float(np.mean(ll_model))
-        result.loglik_baseline = float(np.mean(ll_base))
-    for s, name in enumerate(strats):
-        r, m = real[s], sim[s]
-        result.distress_change[name] = {
-            "n": len(r),
-            "real_mean": float(np.mean(r)) if r else None,
-            "real_sd": float(np.std(r)) if r else None,
-            "sim_mean": float(np.mean(m)) if m else None,
-            "sim_sd": float(np.std(m)) if m else None,
-            "real": [round(x, 4) for x in r],
-            "sim": [round(x, 4) for x in m],
+            for s, delta, sims in _real_and_simulated(d, model, self.rng, self.sim_draws):
+                self.real[s].append(delta)
+                self.sim[s].extend(sims)
+                self.pairs.append((delta, np.asarray(sims)))
+
+    def result(self, dialogues: int, folds: int) -> ScenarioFidelity:
+        result = ScenarioFidelity(self.scenario, dialogues, folds, not_simulated=self.not_simulated)
+        result.transitions = len(self.ll_model)
+        if self.ll_model:
+            result.loglik_model = float(np.mean(self.ll_model))
+            result.loglik_baseline = float(np.mean(self.ll_base))
+        for s, name in enumerate(self.strats):
+            r, m = self.real[s], self.sim[s]
+            result.distress_change[name] = {
+                "n": len(r),
+                "real_mean": float(np.mean(r)) if r else None,
+                "real_sd": float(np.std(r)) if r else None,
+                "sim_mean": float(np.mean(m)) if m else None,
+                "sim_sd": float(np.std(m)) if m else None,
+                "real": [round(x, 4) for x in r],
+                "sim": [round(x, 4) for x in m],
+            }
+        result.moves = len(self.pairs)
+        if self.pairs:
+            real = np.array([r for r, _ in self.pairs])
+            for level in CALIBRATION_LEVELS:
+                lo, hi = (1 - level) / 2, (1 + level) / 2
+                inside = [np.quantile(m, lo) <= r <= np.quantile(m, hi) for r, m in self.pairs]
+                result.calibration[f"{level:g}"] = float(np.mean(inside))
+            result.coverage_90 = result.calibration["0.9"]
+            result.coverage_50 = result.calibration["0.5"]
+            pooled = np.concatenate([m for _, m in self.pairs])
+            result.sd_ratio = float(np.std(pooled) / np.std(real)) if np.std(real) > 0 else float("nan")
+        self._patterns(result)
+        return result
+
+    def _patterns(self, result: ScenarioFidelity) -> None:
+        """Dwell time and the paper's transition shares, real (held-out labels) vs the model
+        (its next-pattern distribution for the same move from the same pattern)."""
+        if not self.trans:
+            return
+        stay_real = np.mean([src == dst for src, dst, _ in self.trans])
+        stay_sim = np.mean([dist[src] for src, _, dist in self.trans])
+        result.dwell_time = {
+            "real": float(1.0 / max(1.0 - stay_real, 1e-9)),
+            "simulated": float(1.0 / max(1.0 - stay_sim, 1e-9)),
+            "unit": "labelled transitions",
         }
-    return result
+        for a, b, paper in PAPER_FACTS:
+            if a not in self.states or b not in self.states:
+                continue
+            ia, ib = self.states.index(a), self.states.index(b)
+            out = [(dst, dist) for src, dst, dist in self.trans if src == ia]
+            changes = [dst for dst, _ in out if dst != ia]
+            sim_change = sum(1.0 - dist[ia] for _, dist in out)
+            result.transition_facts[f"{a}->{b}"] = {
+                "paper": paper,
+                "real": float(np.mean([dst == ib for dst in changes])) if changes else None,
+                "real_changes": len(changes),
+                "simulated": float(sum(dist[ib] for _, dist in out) / sim_change) if sim_change > 0 else None,
+            }
+
+
+def evaluate_fidelity(
+    dialogues: list[Dialogue],
+    scenario: str,
+    *,
+    folds: int = 5,
+    seed: int = 0,
+    sim_draws: int = 20,
+    strength: PriorStrength = PriorStrength(),
+    heterogeneity: float = 1.0,
+) -> ScenarioFidelity:
+    """k-fold held-out fidelity of the calibrated model for one scenario (``heterogeneity``:
+    the spread of simulated clients, as ``dynamics.heterogeneity``)."""
+    ds = [d for d in dialogues if d.scenario == scenario]
+    k = max(2, min(folds, len(ds))) if len(ds) >= 2 else 0
+    if k == 0:
+        return ScenarioFidelity(scenario, len(ds), k)
+    rng = np.random.default_rng(seed)
+    scorer = _Scorer(scenario, rng, sim_draws, strength, heterogeneity)
+    for held in _folds(len(ds), k, rng):
+        held_set = set(int(i) for i in held)
+        scorer.add([d for i, d in enumerate(ds) if i not in held_set], [d for i, d in enumerate(ds) if i in held_set])
+    return scorer.result(len(ds), k)
+
+
+def evaluate_holdout(
+    train: list[Dialogue],
+    heldout: list[Dialogue],
+    scenario: str,
+    *,
+    seed: int = 0,
+    sim_draws: int = 20,
+    strength: PriorStrength = PriorStrength(),
+    heterogeneity: float = 1.0,
+) -> ScenarioFidelity:
+    """Fit on ``train``'s dialogues of ``scenario`` and score ``heldout``'s (``folds`` = 0)."""
+    tr = [d for d in train if d.scenario == scenario]
+    te = [d for d in heldout if d.scenario == scenario]
+    if not tr or not te:
+        return ScenarioFidelity(scenario, len(te), 0)
+    scorer = _Scorer(scenario, np.random.default_rng(seed), sim_draws, strength, heterogeneity)
+    scorer.add(tr, te)
+    return scorer.result(len(te), 0)
 
 
 def format_fidelity(results: list[ScenarioFidelity]) -> str:
@@ -170,12 +298,28 @@ def format_fidelity(results: list[ScenarioFidelity]) -> str:
     from tabulate import tabulate
 
     head = [
-        [r.scenario, r.dialogues, r.folds, r.transitions, f"{r.loglik_model:.3f}", f"{r.loglik_baseline:.3f}", f"{r.gain:+.3f}"]
+        [r.scenario, r.dialogues, r.folds or "held-out", r.transitions, f"{r.loglik_model:.3f}", f"{r.loglik_baseline:.3f}", f"{r.gain:+.3f}"]
         for r in results
     ]
+    spread = [
+        [r.scenario, r.moves, f"{r.coverage_90:.2f}", f"{r.coverage_50:.2f}", f"{r.sd_ratio:.2f}",
+         f"{r.dwell_time.get('real', float('nan')):.2f} / {r.dwell_time.get('simulated', float('nan')):.2f}"]
+        for r in results
+    ]  # fmt: skip
+    facts = [
+        [r.scenario, name, v["paper"], "-" if v["real"] is None else f"{v['real']:.2f} (of {v['real_changes']})", "-" if v["simulated"] is None else f"{v['simulated']:.2f}"]
+        for r in results
+        for name, v in r.transition_facts.items()
+    ]
     out = [
-        "Held-out pattern log-likelihood per transition (k-fold over dialogues)",
+        "Held-out pattern log-likelihood per transition",
         tabulate(head, headers=["scenario", "dialogues", "folds", "transitions", "model", "marginal baseline", "gain (nats)"]),
+        "",
+        "Spread of the addressed member's distress change: real inside the simulated bands (targets: 0.80-0.97, 0.40-0.60; sd ratio 0.8-1.25)",
+        tabulate(spread, headers=["scenario", "moves", "coverage_90", "coverage_50", "sd_ratio", "dwell real / sim"]),
+        "",
+        "Pattern changes: the paper's shares, real vs simulated",
+        tabulate(facts, headers=["scenario", "change", "paper", "real", "simulated"]),
         "",
         "Distress change of the addressed member after each strategy: real (held-out) vs simulated",
     ]
@@ -194,13 +338,26 @@ def format_fidelity(results: list[ScenarioFidelity]) -> str:
 
 
 def plot_fidelity(results: list[ScenarioFidelity], path: str | Path) -> Path:
-    """Box plots of real vs simulated distress change per strategy, one panel per scenario."""
+    """Per scenario: box plots of real vs simulated distress change per strategy, and the
+    calibration curve (nominal central band of the simulated draws vs the share of real
+    changes inside it; on the diagonal = calibrated, below = overconfident)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(results), 1, figsize=(11, 3.6 * len(results)), squeeze=False)
+    fig, axes = plt.subplots(len(results), 2, figsize=(15, 3.8 * len(results)), squeeze=False, gridspec_kw={"width_ratios": [3, 1]})
+    for cal, r in zip(axes[:, 1], results):
+        levels = [float(x) for x in r.calibration]
+        cal.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="perfect")
+        if levels:
+            cal.plot(levels, list(r.calibration.values()), marker="o", color="#dd8452", label="simulated bands")
+        cal.set_xlim(0, 1)
+        cal.set_ylim(0, 1)
+        cal.set_xlabel("nominal band (central share of draws)")
+        cal.set_ylabel("real changes inside")
+        cal.set_title(f"{r.scenario}: calibration ({r.moves} moves)", fontsize=10)
+        cal.legend(fontsize=8, loc="upper left")
     for ax, r in zip(axes[:, 0], results):
         names = list(r.distress_change)
         positions, data, colors = [], [], []

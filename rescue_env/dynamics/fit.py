@@ -19,6 +19,7 @@ thin data set moves the numbers only as far as its counts justify. What is count
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -70,6 +71,7 @@ class EffectRecord:
     after: float
     group_size: int
     n_addressed: int
+    member: int = -1  # the member's slot: (dialogue, member) is one client
 
 
 def extract_transitions(dialogue: Dialogue) -> list[TransitionRecord]:
@@ -130,16 +132,100 @@ def extract_effects(dialogue: Dialogue) -> list[EffectRecord]:
             if after is None:
                 continue
             out.append(
-                EffectRecord(dialogue.sample_id, strategy if i in addressed else None, p, float(before.distress[i]), after, n, len(addressed))
+                EffectRecord(dialogue.sample_id, strategy if i in addressed else None, p, float(before.distress[i]), after, n, len(addressed), i)
             )
     return out
+
+
+@dataclass(frozen=True)
+class PopulationPrior:
+    """Clinical priors of the client population (medians of log-normal priors, and the
+    log-sd of each prior): the fit shrinks toward them as far as the data are thin."""
+
+    client_sd: float = 0.08  # sd of a client's lasting offset in how they respond
+    moment_sd: float = 0.15  # sd of one move's response around the client's own
+    volatility_sd: float = 0.3  # log-sd of how much clients differ in moment noise
+    susceptibility_sd: float = 0.3  # log-sd of contagion susceptibility (not identified by the data)
+    log_sd: float = 0.7  # prior log-sd of each of the three fitted spreads
+
+
+def _client_loglik(groups: list[np.ndarray], tau: float, sigma: float, s: float, nodes: np.ndarray, weights: np.ndarray) -> float:
+    """Marginal log-likelihood of residuals grouped by client under
+    ``x_ck = tau·u_c + sigma·v_c·e_ck`` (u, e standard normal, log v_c ~ N(0, s²)): the
+    client offset integrates in closed form, the volatility by Gauss–Hermite quadrature."""
+    total = 0.0
+    v2 = np.exp(2.0 * s * math.sqrt(2.0) * nodes)  # v_c² at the quadrature nodes
+    w = weights / math.sqrt(math.pi)
+    for x in groups:
+        m = len(x)
+        ss, sm = float(x @ x), float(x.sum())
+        a = sigma**2 * v2
+        b = a + m * tau**2
+        logdet = (m - 1) * np.log(a) + np.log(b)
+        quad = ss / a - tau**2 * sm**2 / (a * b)
+        ll = -0.5 * (m * math.log(2 * math.pi) + logdet + quad)
+        top = ll.max()
+        total += top + math.log(float(w @ np.exp(ll - top)))
+    return total
+
+
+def fit_population(records: list[EffectRecord], effect: np.ndarray, dyad_share: float, group_share: float, prior: PopulationPrior = PopulationPrior()) -> dict:
+    """Empirical-Bayes fit of the client population from the addressed members' distress
+    changes: residuals around the fitted mean effects, grouped by client, fitted by maximum
+    a posteriori (``scipy.optimize.minimize``) with log-normal priors on the client-offset sd,
+    the moment sd and the volatility log-sd. Maps them onto the simulator's traits:
+    ``reactivity_sd`` = client-offset sd / rms mean effect, ``reading_noise`` = moment sd,
+    ``volatility_sd`` as fitted; ``susceptibility_sd`` stays at its prior."""
+    from numpy.polynomial.hermite import hermgauss
+    from scipy.optimize import minimize
+
+    by_client: dict[tuple[str, int], list[float]] = defaultdict(list)
+    preds = []
+    for r in records:
+        if r.strategy is None:
+            continue
+        share = 1.0 if r.n_addressed == 1 else (group_share if r.n_addressed >= r.group_size else dyad_share)
+        pred = effect[r.pattern, r.strategy] * share
+        preds.append(pred)
+        by_client[(r.dialogue, r.member)].append((r.after - r.before) - pred)
+    groups = [np.asarray(v) for v in by_client.values()]
+    mu = np.log([prior.client_sd, prior.moment_sd, prior.volatility_sd])
+    nodes, weights = hermgauss(20)
+
+    def neg_post(theta: np.ndarray) -> float:
+        tau, sigma, s = np.exp(theta)
+        lp = -0.5 * float(np.sum(((theta - mu) / prior.log_sd) ** 2))
+        return -(_client_loglik(groups, tau, sigma, s, nodes, weights) + lp) if groups else -lp
+
+    res = minimize(neg_post, mu, method="L-BFGS-B", bounds=[(math.log(1e-3), math.log(1.0))] * 3)
+    tau, sigma, s = (float(x) for x in np.exp(res.x))
+    # the typical size of a mean effect (the prior table's when there are no moves)
+    rms = float(np.sqrt(np.mean(np.square(preds if preds else effect))))
+    return {
+        "reactivity_sd": float(min(tau / max(rms, 0.02), 5.0)),
+        "volatility_sd": s,
+        "susceptibility_sd": prior.susceptibility_sd,
+        "reading_noise": sigma,
+        "fit": {
+            "clients": len(groups),
+            "moves": int(sum(len(g) for g in groups)),
+            "client_offset_sd": tau,
+            "moment_sd": sigma,
+            "volatility_log_sd": s,
+            "rms_mean_effect": rms,
+            "converged": bool(res.success),
+            "method": "MAP, log-normal priors (PopulationPrior), scipy.optimize.minimize L-BFGS-B; volatility by 20-node Gauss-Hermite",
+        },
+    }
 
 
 def _shrunk_mean(values: list[float], prior: float, strength: float) -> float:
     return (float(np.sum(values)) + strength * prior) / (len(values) + strength)
 
 
-def fit_scenario(dialogues: list[Dialogue], scenario: str, strength: PriorStrength = PriorStrength()) -> tuple[ScenarioParams, dict]:
+def fit_scenario(
+    dialogues: list[Dialogue], scenario: str, strength: PriorStrength = PriorStrength(), population: PopulationPrior = PopulationPrior()
+) -> tuple[ScenarioParams, dict]:
     """Fit one scenario's parameters; returns them and the counts behind each estimate."""
     strats = strategies(scenario)
     states = priors.pattern_states(scenario)
@@ -229,6 +315,9 @@ def fit_scenario(dialogues: list[Dialogue], scenario: str, strength: PriorStreng
         untended_growth=untended_growth,
         speak_addressed=speak_addressed,
     )
+    pop = fit_population(effects, effect, params.dyad_share, params.group_share, population)
+    params.reactivity_sd, params.volatility_sd = pop["reactivity_sd"], pop["volatility_sd"]
+    params.susceptibility_sd, params.reading_noise = pop["susceptibility_sd"], pop["reading_noise"]
     provenance = {
         "dialogues": len(dialogues),
         "transitions": int(counts.sum()),
@@ -239,6 +328,7 @@ def fit_scenario(dialogues: list[Dialogue], scenario: str, strength: PriorStreng
         "utterance_observations": int(u_counts.sum()),
         "answer_observations": answered_n,
         "turn_gaps": int(gaps.sum()),
+        "client_population": pop["fit"],
     }
     return params, provenance
 

@@ -70,6 +70,15 @@ class ScenarioParams:
     speak_distress: float = 2.0
     #: probability that an addressed client answers the therapist (else another member).
     answer_therapist: float = 0.6
+    #: client population (drawn per client at reset, scaled by ``dynamics.heterogeneity``):
+    #: sd of the reactivity multiplier on strategy effects (mean 1; below 0 a move backfires),
+    #: log-sd of volatility (scales distress and reading noise), log-sd of contagion
+    #: susceptibility (scales the ripple a client takes in).
+    reactivity_sd: float = 0.0
+    volatility_sd: float = 0.0
+    susceptibility_sd: float = 0.0
+    #: sd of the annotated (observed) intensity around latent distress (observation model).
+    reading_noise: float = 0.0
 
     def __post_init__(self) -> None:
         p1, s = len(self.patterns) + 1, len(self.strategies)

@@ -3,6 +3,8 @@ model, spaces, reset options and action checks (:class:`Simulation`)."""
 
 from __future__ import annotations
 
+import math
+
 import os
 from functools import lru_cache
 from typing import Any, Sequence
@@ -70,6 +72,9 @@ class Simulation:
         params: calibrated parameters (object or file; packaged defaults when ``None``).
         data_path: seed dialogues: a path, a list of :class:`Dialogue`, or ``None`` (bundled).
         reward: σ*'s weights (a :class:`RewardConfig` or a dict of them).
+        heterogeneity: spread of the clients drawn at reset (``dynamics.heterogeneity``:
+            0 = the mean client, 1 = the fitted population, > 1 wider, for domain
+            randomisation); see :mod:`rescue_env.dynamics.calibrated`.
     """
 
     def __init__(
@@ -80,8 +85,13 @@ class Simulation:
         params: DynamicsParams | ScenarioParams | str | None = None,
         data_path: str | Sequence[Dialogue] | None = None,
         reward: RewardConfig | dict[str, float] | None = None,
+        heterogeneity: float = 1.0,
     ):
         self.config = config
+        h = heterogeneity
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or not (0.0 <= float(h) < math.inf):
+            raise ValueError(f"heterogeneity (dynamics.heterogeneity) must be a finite number >= 0, got {h!r}")
+        self.heterogeneity = float(h)
         scenario = config.scenario
         if isinstance(dynamics, str):
             if dynamics != "calibrated":
@@ -113,10 +123,14 @@ class Simulation:
     def core(self, num_sessions: int) -> Core:
         """A core of ``num_sessions`` sessions over this simulation."""
         c = self.config
-        return Core(
+        core = Core(
             self.params, self.encoding, self.reward, self.starts, num_sessions,
             horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle,
+            heterogeneity=self.heterogeneity,
         )  # fmt: skip
+        if self.backend is not None:
+            core.set_reading_noise(0.0)  # LLM clients' self-reports are the readings: no second noise
+        return core
 
 
 def episode_key(np_random: np.random.Generator) -> int:

@@ -83,7 +83,8 @@ class GroupSupportEnv(gym.Env):
     ``settle_threshold`` 0.2, ``settle_steps`` 3, ``terminate_on_settle``,
     ``record_transcript``, ``render_mode``) as keywords or as ``config=EnvConfig(...)``;
     ``dynamics`` ("calibrated" or an LLM client model), ``params`` (parameter file or
-    object of the calibrated model), ``data_path`` (seed dialogues: a path or a list of
+    object of the calibrated model), ``heterogeneity`` (spread of the clients drawn at reset:
+    0 = the mean client, 1 = the fitted population, > 1 wider), ``data_path`` (seed dialogues: a path or a list of
     :class:`Dialogue`), ``reward`` (:class:`RewardConfig` or dict).
 
     The batched path is the vector env: ``gym.make_vec(id, num_envs=N,
@@ -103,6 +104,7 @@ class GroupSupportEnv(gym.Env):
         config: EnvConfig | None = None,
         dynamics: Any = "calibrated",
         params: DynamicsParams | str | None = None,
+        heterogeneity: float = 1.0,
         data_path: str | Sequence[Dialogue] | None = None,
         reward: RewardConfig | dict[str, float] | None = None,
         **settings: Any,
@@ -110,7 +112,7 @@ class GroupSupportEnv(gym.Env):
         if scenario is not None:
             settings["scenario"] = scenario
         self.config = EnvConfig.of(config, **settings)
-        self.sim = Simulation(self.config, dynamics=dynamics, params=params, data_path=data_path, reward=reward)
+        self.sim = Simulation(self.config, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
         self.core = self.sim.core(1)
         self.observation_space = self.sim.observer.space
         self.action_space = spaces.Discrete(self.sim.encoding.n_actions)

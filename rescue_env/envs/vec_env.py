@@ -81,13 +81,14 @@ class GroupSupportVecEnv(VecEnv):
         config: EnvConfig | None = None,
         dynamics: Any = "calibrated",
         params: DynamicsParams | str | None = None,
+        heterogeneity: float = 1.0,
         data_path: str | Sequence[Dialogue] | None = None,
         reward: RewardConfig | dict[str, float] | None = None,
         **settings: Any,
     ):
         if scenario is not None:
             settings["scenario"] = scenario
-        self._batch = _Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward)
+        self._batch = _Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
         sim = self._batch.sim
         self.render_mode = None  # the batched envs do not render
         super().__init__(self._batch.n, sim.observer.flat_space, spaces.Discrete(sim.encoding.n_actions))

@@ -48,6 +48,7 @@ class _Batch:
         *,
         dynamics: Any,
         params: DynamicsParams | str | None,
+        heterogeneity: float = 1.0,
         data_path: str | Sequence[Dialogue] | None,
         reward: RewardConfig | dict[str, float] | None,
     ):
@@ -59,7 +60,7 @@ class _Batch:
             raise ValueError("the batched envs neither record transcripts nor render: use GroupSupportEnv (or gym.make_vec(..., vectorization_mode='sync')) for that")
         if not (isinstance(dynamics, str) and dynamics == "calibrated"):
             raise ValueError("the batched envs run the calibrated model only; LLM clients run in GroupSupportEnv (see `rescue rollout dynamics=llm`)")
-        self.sim = Simulation(self.config, dynamics=dynamics, params=params, data_path=data_path, reward=reward)
+        self.sim = Simulation(self.config, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
         self.n = int(num_envs)
         self.core: Core = self.sim.core(self.n)
         self.started = np.zeros(self.n, bool)
@@ -110,6 +111,7 @@ class GroupSupportVectorEnv(VectorEnv):
         config: EnvConfig | None = None,
         dynamics: Any = "calibrated",
         params: DynamicsParams | str | None = None,
+        heterogeneity: float = 1.0,
         data_path: str | Sequence[Dialogue] | None = None,
         reward: RewardConfig | dict[str, float] | None = None,
         max_episode_steps: int | None = None,
@@ -124,7 +126,7 @@ class GroupSupportVectorEnv(VectorEnv):
                 f"max_episode_steps={max_episode_steps} but horizon={horizon}: the env truncates at its horizon; "
                 f"pass both with the same value (gym.make_vec(id, ..., horizon={horizon}, max_episode_steps={horizon}))"
             )
-        self._batch = _Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward)
+        self._batch = _Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
         sim = self._batch.sim
         self.num_envs = self._batch.n
         self.single_observation_space = sim.observer.space

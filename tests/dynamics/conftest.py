@@ -24,7 +24,7 @@ def priors_only():
 def fixed_params(priors_only) -> Callable[..., ScenarioParams]:
     """``fixed_params(scenario, quiet=..., sticky=..., isolate=..., **overrides)``.
 
-    ``quiet``: no noise. ``sticky``: the pattern never changes (identity transitions).
+    ``quiet``: no noise, and every client the mean client (no trait spread, no reading noise). ``sticky``: the pattern never changes (identity transitions).
     ``isolate``: switch off every mechanism except the ones re-enabled by ``overrides``
     (utterance effects, contagion, untended growth, pattern pressure, hardening,
     sidelining).
@@ -34,7 +34,7 @@ def fixed_params(priors_only) -> Callable[..., ScenarioParams]:
         base = priors_only[scenario]
         kw: dict = {}
         if quiet:
-            kw.update(distress_noise=0.0, stance_noise=0.0)
+            kw.update(distress_noise=0.0, stance_noise=0.0, reactivity_sd=0.0, volatility_sd=0.0, susceptibility_sd=0.0, reading_noise=0.0)
         if sticky:
             kw["transition"] = np.tile(np.eye(base.transition.shape[1]), (base.transition.shape[0], 1, 1))
         if isolate:

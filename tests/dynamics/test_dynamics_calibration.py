@@ -197,6 +197,13 @@ def test_rescue_calibrate_cli(tmp_path):
         assert (run / name).is_file(), name
     fid = json.loads((run / "fidelity.json").read_text())
     assert [s["scenario"] for s in fid["scenarios"]] == ["couple", "family"]
+    # without holdout.path: k-fold over the training data, with the headline figures
+    assert set(fid["kfold"]) == {"couple", "family"} and "holdout" not in fid
+    for figures in fid["kfold"].values():
+        for key in ("dialogues", "transitions", "loglik_gain_nats", "moves", "coverage_90", "coverage_50", "sd_ratio", "dwell_time", "transition_facts"):
+            assert key in figures, key
+        assert 0.0 <= figures["coverage_50"] <= figures["coverage_90"] <= 1.0
+    assert "coverage_90" in out and "Pattern changes: the paper's shares" in out
     for s in fid["scenarios"]:
         assert math.isfinite(s["loglik_per_transition_model"]) and s["folds"] == 3
         row = _loglik_row(out, s["scenario"])
@@ -239,3 +246,19 @@ def test_rescue_calibrate_on_both_real_slices(real_subset_path, real_more_path, 
     # left out by name (its transitions are scored), never simulated on a group cut to two
     assert couple["not_simulated"] == ["aryn_josh_and_lorena/009_s04e09_ct34_segment04 (3 members; the couple model simulates 2)"]
     assert "couple: distress change not simulated for aryn_josh_and_lorena/009_s04e09_ct34_segment04 (3 members" in res.out
+
+
+def test_rescue_calibrate_scores_a_holdout(real_more_path, tmp_path):
+    """``holdout.path=``: fit on data.path (the bundled seeds), score the held-out slice only:
+    fidelity.json's ``holdout`` section, per scenario with held-out dialogues."""
+    from rescue_cli_helpers import invoke
+
+    run = tmp_path / "held"
+    res = invoke(["calibrate", f"hydra.run.dir={run}", f"holdout.path={real_more_path}", "sim_draws=10"])
+    assert res.rc == 0, res.err[-3000:]
+    fid = json.loads((run / "fidelity.json").read_text())
+    assert "kfold" not in fid and list(fid["holdout"]) == ["couple"]  # the slice holds couples only
+    held = fid["holdout"]["couple"]
+    assert held["dialogues"] == 5 and held["moves"] > 10 and held["transitions"] > 10
+    assert set(held["transition_facts"]) == {"pursue_withdraw->repair_softening", "pursue_withdraw->constructive_alignment", "repair_softening->attack_attack"}
+    assert (run / "fidelity.png").is_file()

@@ -133,8 +133,10 @@ def test_ripple_with_the_full_model(scenario, fixed_params, make_state):
         one.append(deltas[(-1, 1)] - deltas[(1, 1)])
         ten.append(deltas[(-1, 10)] - deltas[(1, 10)])
     if scenario == "couple":
-        # a couple's turns do not depend on the stance sign: the draws match, only the ripple differs
-        assert min(one) > 0.05
+        # a couple's turns do not depend on the stance sign: the draws match (the same clients,
+        # traits included), only the ripple differs; clients differ in how much they take in
+        assert min(one) > 0.0
+        assert np.mean(one) > 0.05
     else:
         assert np.mean(one) > 0.03
     assert np.mean(ten) > 0.1
