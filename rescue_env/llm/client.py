@@ -34,7 +34,9 @@ from jsonschema.exceptions import best_match
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from rescue_env.concurrency import RETRY_PRIORITY, PriorityLimiter
+from rescue_env.llm import capabilities
 from rescue_env.llm.cache import ResponseCache, fingerprint
+from rescue_env.llm.capabilities import FormatNegotiator, FormatRejected
 from rescue_env.llm.config import LLMConfig
 from rescue_env.llm.usage import Usage, UsageStats
 
@@ -95,9 +97,12 @@ class _CallFailed(Exception):
 
 
 def _is_transient(exc: BaseException) -> bool:
-    """Worth retrying: timeouts, connection errors, 429 and 5xx (not other 4xx)."""
+    """Worth retrying: timeouts, connection errors, 429 and 5xx (not other 4xx, nor a
+    refused ``response_format``: asking again in the same format cannot help)."""
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
+    if capabilities.is_format_rejection(exc):
+        return False
     return isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500)
 
 
@@ -145,6 +150,8 @@ def _parse(text: str | None, validator: Draft202012Validator) -> tuple[dict[str,
         data, repaired = json_repair.loads(body), True
     if not isinstance(data, dict):
         return None, repaired, "the reply is not a JSON object"
+    if best_match(validator.iter_errors(data)) is not None and capabilities.clamp_to_bounds(data, validator):
+        repaired = True  # a grammar let a number or an array past its bound
     if (error := best_match(validator.iter_errors(data))) is not None:
         where = "/".join(map(str, error.absolute_path)) or "the top level"
         return None, repaired, f"schema violation at {where}: {error.message[:200]}"
@@ -170,6 +177,12 @@ class LLMClient:
         self._openai: openai.AsyncOpenAI | None = None
         self._limiter: PriorityLimiter | None = None
         self._closer: asyncio.Task[None] | None = None
+        self.formats = FormatNegotiator(cfg.structured_outputs)
+        """The structured-output mode in use and how it was found (``formats.report()``)."""
+        self._format_stored = False
+        if self._cache is not None and (stored := self._cache.get(self._formats_key())) is not None:
+            self.formats.restore(stored.get("mode", ""))  # a replay needs the requests it cached
+            self._format_stored = True
 
     def __repr__(self) -> str:
         return f"LLMClient(base_url={self.config.base_url!r}, model={self.config.model!r})"
@@ -216,21 +229,20 @@ class LLMClient:
         if schema.get("type") != "object":
             raise ValueError("the schema's root must be {'type': 'object', ...}: structured outputs need an object")
         validator = _validator(json.dumps(schema, sort_keys=True))
-        if self.config.structured_outputs:
-            response_format: dict[str, Any] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema, "strict": True},
-            }
-        else:
-            response_format = {"type": "json_object"}
-            messages = _with_schema_prompt(messages, schema)
-        request = self._request(messages, seed, response_format)
+        request: dict[str, Any] = {}
+
+        async def send(mode: str) -> _Reply:
+            nonlocal request
+            shown = _with_schema_prompt(messages, schema) if capabilities.schema_in_prompt(mode) else messages
+            request = self._request(shown, seed, capabilities.response_format(mode, name, schema))
+            return await self._send(request)
 
         start = time.perf_counter()
         replies: list[_Reply] = []
         data, repaired, reasked, error, retries = None, False, False, "", 0
         try:
-            replies.append(await self._send(request))
+            replies.append(await self.formats.call(send, self._probe))
+            self._remember_format()
             data, repaired, error = _parse(replies[-1].text, validator)
             if error:
                 reasked = True
@@ -244,6 +256,8 @@ class LLMClient:
                 data, repaired, error = _parse(replies[-1].text, validator)
         except _CallFailed as exc:
             error, retries = exc.reason, exc.retries
+        except FormatRejected as exc:
+            error = f"{exc} (llm.structured_outputs={self.formats.setting}; 'auto' finds what the server takes)"
         return self._finish(
             name, tag, start, replies,
             data=data, error=error, repaired=repaired, reasked=reasked, failed_retries=retries,
@@ -281,6 +295,29 @@ class LLMClient:
         if response_format is not None:
             request["response_format"] = response_format
         return {**request, **cfg.extra_body}
+
+    async def _probe(self, mode: str) -> bool:
+        """Whether the server enforces a schema sent in ``mode`` (one tiny request)."""
+        request = self._request(
+            capabilities.PROBE_MESSAGES, None, capabilities.response_format(mode, "probe", capabilities.PROBE_SCHEMA)
+        )
+        request["max_tokens"] = 16
+        try:
+            reply = await self._send(request)
+        except _CallFailed as exc:
+            raise FormatRejected(exc.reason) from None
+        return capabilities.probe_enforced(reply.text)
+
+    def _formats_key(self) -> str:
+        return self.cache_key({"structured_outputs": "negotiated mode", "model": self.config.model})
+
+    def _remember_format(self) -> None:
+        """Store a negotiated mode beside the cached replies, so a replay sends the same requests."""
+        if self._format_stored or self.formats.setting != "auto" or self.formats.mode is None:
+            return
+        if self._cache is not None and self.config.cache_mode == "readwrite":
+            self._cache.put(self._formats_key(), {"mode": self.formats.mode})
+        self._format_stored = True
 
     def cache_key(self, request: dict[str, Any]) -> str:
         """Fingerprint of a request body sent to ``config.base_url``."""
@@ -341,6 +378,8 @@ class LLMClient:
                         # loop's CPU, not the server, sets the pace. We read three fields.
                         body = await client.post("/chat/completions", body=request, cast_to=object)
         except openai.APIError as exc:
+            if capabilities.is_format_rejection(exc):
+                raise FormatRejected(f"the server rejects response_format {request.get('response_format', {}).get('type')!r}: {exc.message}") from exc
             message = exc.message
             if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
                 # Servers may quote (part of) the key in this message: never pass it on.

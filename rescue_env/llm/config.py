@@ -37,10 +37,12 @@ class LLMConfig:
     """Scale of the exponential backoff (full jitter) between retries."""
     backoff_max_s: float = 20.0
     """Cap of one backoff wait when the server sends no ``Retry-After``."""
-    structured_outputs: bool = True
-    """True: send the schema as ``response_format={"type": "json_schema", ...}`` (OpenAI,
-    vLLM); False: send ``{"type": "json_object"}`` and describe the schema in the prompt,
-    for servers without structured outputs."""
+    structured_outputs: str = "auto"
+    """How the reply's schema reaches the server (:mod:`rescue_env.llm.capabilities`):
+    ``auto`` (find what the server takes on the first call and use the strongest),
+    ``json_schema`` (OpenAI, vLLM, llama.cpp's ``llama-server``), ``json_object_schema``
+    (``llama-cpp-python``'s server: enforced by grammar), ``json_object`` (the schema goes in the
+    prompt; replies are only validated). ``true``/``false`` mean ``json_schema``/``json_object``."""
     seed: int | None = None
     """Sampling seed sent with every request (a call's own ``seed`` overrides it)."""
     cache_dir: str | None = None
@@ -56,6 +58,9 @@ class LLMConfig:
     """Extra request fields for the server, e.g. ``{"enable_thinking": False}``."""
 
     def __post_init__(self) -> None:
+        from rescue_env.llm.capabilities import normalise_setting
+
+        self.structured_outputs = normalise_setting(self.structured_outputs)
         if self.cache_mode not in CACHE_MODES:
             raise ValueError(f"cache_mode must be one of {CACHE_MODES}, not {self.cache_mode!r}")
         if self.max_concurrency < 1:
