@@ -297,13 +297,27 @@ def run_concurrent(
         therapist_fallbacks=sum(int(r.stats.get("therapist_fallbacks", 0)) for r in ran),
         failed_episodes={r.key: r.error for r in ran if r.failed},
         per_agent={name: stats.to_dict() for name, stats in per_agent.items()},
+        **client_report(client),
     )
     return usage
+
+
+def client_report(client: Any) -> dict[str, Any]:
+    """What the client found out about the server: the structured-output mode (and how it was
+    negotiated), the requests in flight it settled on, and the calls per role."""
+    formats = client.formats.report()
+    out: dict[str, Any] = {"structured_outputs_mode": formats["mode"], "structured_outputs": formats}
+    if client.concurrency is not None:
+        concurrency = client.concurrency.report()
+        out.update(concurrency=concurrency, concurrency_now=f"{concurrency['limit']} (lowest {concurrency['lowest_limit']}, max {concurrency['max_concurrency']})")
+    return out
 
 
 #: (key of the usage report, label, format) of the printed and HTML usage tables.
 USAGE_COLUMNS = [
     ("model", "model", "{}"),
+    ("structured_outputs_mode", "structured outputs", "{}"),
+    ("concurrency_now", "requests in flight (adapted)", "{}"),
     ("episodes_run", "episodes run", "{:d}"),
     ("episodes_failed", "episodes failed", "{:d}"),
     ("episodes_skipped", "episodes already done", "{:d}"),

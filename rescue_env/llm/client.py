@@ -35,6 +35,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from rescue_env.concurrency import RETRY_PRIORITY, PriorityLimiter
 from rescue_env.llm import capabilities
+from rescue_env.llm.adaptive import AdaptiveConcurrency
 from rescue_env.llm.cache import ResponseCache, fingerprint
 from rescue_env.llm.capabilities import FormatNegotiator, FormatRejected
 from rescue_env.llm.config import LLMConfig
@@ -180,6 +181,8 @@ class LLMClient:
         self.formats = FormatNegotiator(cfg.structured_outputs)
         """The structured-output mode in use and how it was found (``formats.report()``)."""
         self._format_stored = False
+        self.concurrency = AdaptiveConcurrency(cfg.max_concurrency) if cfg.adaptive_concurrency else None
+        """Requests in flight sized to the server (``concurrency.report()``); None: fixed."""
         if self._cache is not None and (stored := self._cache.get(self._formats_key())) is not None:
             self.formats.restore(stored.get("mode", ""))  # a replay needs the requests it cached
             self._format_stored = True
@@ -235,7 +238,7 @@ class LLMClient:
             nonlocal request
             shown = _with_schema_prompt(messages, schema) if capabilities.schema_in_prompt(mode) else messages
             request = self._request(shown, seed, capabilities.response_format(mode, name, schema))
-            return await self._send(request)
+            return await self._send(request, name)
 
         start = time.perf_counter()
         replies: list[_Reply] = []
@@ -252,7 +255,7 @@ class LLMClient:
                     {"role": "assistant", "content": replies[-1].text or ""},
                     {"role": "user", "content": _REASK.format(error=error)},
                 ]
-                replies.append(await self._send({**request, "messages": retry_messages}))
+                replies.append(await self._send({**request, "messages": retry_messages}, name))
                 data, repaired, error = _parse(replies[-1].text, validator)
         except _CallFailed as exc:
             error, retries = exc.reason, exc.retries
@@ -336,7 +339,7 @@ class LLMClient:
                 http_client=_http_client(),
             )
             # at most max_concurrency requests in flight; waiting ones go by request_priority
-            self._limiter = PriorityLimiter(cfg.max_concurrency)
+            self._limiter = self.concurrency.limiter() if self.concurrency else PriorityLimiter(cfg.max_concurrency)
             self._loop = loop
             # asyncio.run cancels pending tasks before it closes its loop; this one then
             # closes the loop's connections, so run_sync-style use leaves no socket open.
@@ -351,7 +354,7 @@ class LLMClient:
         backoff = wait_random_exponential(multiplier=self.config.backoff_initial_s, max=self.config.backoff_max_s)
         return backoff(state)
 
-    async def _send(self, request: dict[str, Any]) -> _Reply:
+    async def _send(self, request: dict[str, Any], kind: str = "") -> _Reply:
         """One reply for ``request``, from the cache or the server; raises ``_CallFailed``."""
         cache = self._cache
         key = self.cache_key(request) if cache is not None else ""
@@ -376,7 +379,15 @@ class LLMClient:
                         # cast_to=object returns the parsed JSON body without building the
                         # ChatCompletion model tree (~0.4 ms): at high concurrency the event
                         # loop's CPU, not the server, sets the pace. We read three fields.
-                        body = await client.post("/chat/completions", body=request, cast_to=object)
+                        sent_at = time.perf_counter()  # latency counts from here, not from the queue
+                        try:
+                            body = await client.post("/chat/completions", body=request, cast_to=object)
+                        except openai.APIError as exc:
+                            if self.concurrency:
+                                self.concurrency.on_error(exc, sent_at)
+                            raise
+                        if self.concurrency:
+                            self.concurrency.on_reply(kind, sent_at, time.perf_counter() - sent_at)
         except openai.APIError as exc:
             if capabilities.is_format_rejection(exc):
                 raise FormatRejected(f"the server rejects response_format {request.get('response_format', {}).get('type')!r}: {exc.message}") from exc

@@ -30,7 +30,11 @@ class LLMConfig:
     timeout_s: float = 60.0
     """Timeout of one HTTP request; a request that runs past it is retried."""
     max_concurrency: int = 16
-    """Requests in flight at once over this client (size it to keep the server busy)."""
+    """Most requests in flight at once over this client (size it to keep the server busy)."""
+    adaptive_concurrency: bool = True
+    """Lower the requests in flight below ``max_concurrency`` while the server shows overload
+    (timeouts, 429/503, latency rising with load) and raise them back after
+    (:mod:`rescue_env.llm.adaptive`); false: always ``max_concurrency``."""
     max_retries: int = 5
     """Retries per request on 429, 5xx, timeouts and connection errors."""
     backoff_initial_s: float = 0.5
