@@ -166,6 +166,9 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     metrics = {"source": source, "episodes_per_seed": cfg.episodes, "seed": cfg.seed, "elapsed_s": elapsed, "agents": summary}
     if usage is not None:
         print(tabulate(usage_rows(usage), headers=["LLM usage", ""]))
+        headers, by_role = role_rows(usage)
+        if by_role:
+            print(tabulate(by_role, headers=headers))
         metrics["llm"] = usage
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
     with (out / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
@@ -307,6 +310,7 @@ def client_report(client: Any) -> dict[str, Any]:
     negotiated), the requests in flight it settled on, and the calls per role."""
     formats = client.formats.report()
     out: dict[str, Any] = {"structured_outputs_mode": formats["mode"], "structured_outputs": formats}
+    out["per_role"] = {role: stats.to_dict() for role, stats in sorted(client.usage_by_role().items())}
     if client.concurrency is not None:
         concurrency = client.concurrency.report()
         out.update(concurrency=concurrency, concurrency_now=f"{concurrency['limit']} (lowest {concurrency['lowest_limit']}, max {concurrency['max_concurrency']})")
@@ -344,10 +348,34 @@ def usage_rows(usage: dict[str, Any]) -> list[list[str]]:
     return [[label, "-" if usage.get(key) is None else fmt.format(usage[key])] for key, label, fmt in USAGE_COLUMNS]
 
 
+#: (key of a role's usage, column header) of the per-role table.
+ROLE_COLUMNS = [
+    ("calls", "calls"),
+    ("valid_first_try", "valid first try"),
+    ("repaired", "repaired"),
+    ("reasked", "re-asked"),
+    ("failures", "failed"),
+    ("prompt_tokens", "prompt tokens"),
+    ("completion_tokens", "reply tokens"),
+]
+
+
+def role_rows(usage: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the per-role table (one row per kind of call: client turn,
+    therapist move, annotator...): what a model gets right and wrong, role by role."""
+    headers = ["LLM role", *(label for _, label in ROLE_COLUMNS)]
+    return headers, [[role, *(stats.get(key, 0) for key, _ in ROLE_COLUMNS)] for role, stats in usage.get("per_role", {}).items()]
+
+
 def usage_html(usage: dict[str, Any]) -> str:
-    """The usage report as an HTML table, with the failed episodes' reasons."""
+    """The usage report as an HTML table, with the per-role table and the failed episodes' reasons."""
     rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in usage_rows(usage))
     parts = [f"<table>{rows}</table>"]
+    headers, by_role = role_rows(usage)
+    if by_role:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in by_role)
+        parts.append(f"<table><tr>{head}</tr>{body}</table>")
     if usage.get("failed_episodes"):
         items = "".join(f"<li><code>{html.escape(k)}</code>: {html.escape(v)}</li>" for k, v in usage["failed_episodes"].items())
         parts.append(f"<p>Failed episodes (a rerun in this folder tries them again):</p><ul>{items}</ul>")

@@ -174,6 +174,7 @@ class LLMClient:
         self._cache = ResponseCache(cfg.cache_dir) if cfg.cache_dir and cfg.cache_mode != "off" else None
         self._run_usage = UsageStats()
         self._tag_usage: dict[str, UsageStats] = {}
+        self._role_usage: dict[str, UsageStats] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._openai: openai.AsyncOpenAI | None = None
         self._limiter: PriorityLimiter | None = None
@@ -226,6 +227,11 @@ class LLMClient:
     def usage(self, tag: str | None = None) -> UsageStats:
         """Live totals of the whole run, or of the calls made with ``tag`` (empty if none)."""
         return self._run_usage if tag is None else self._tag_usage.setdefault(tag, UsageStats())
+
+    def usage_by_role(self) -> dict[str, UsageStats]:
+        """Live totals per schema ``name`` of ``complete_json`` (``text`` for ``complete_text``):
+        tokens and how often each role's replies were valid first time, repaired, re-asked, failed."""
+        return dict(self._role_usage)
 
     async def complete_json(
         self,
@@ -454,7 +460,8 @@ class LLMClient:
         cost = None
         if price_in is not None and price_out is not None:
             cost = (billed.prompt_tokens * price_in + billed.completion_tokens * price_out) / 1000
-        for stats in [self._run_usage] + ([self.usage(tag)] if tag is not None else []):
+        role = self._role_usage.setdefault(name, UsageStats())
+        for stats in [self._run_usage, role] + ([self.usage(tag)] if tag is not None else []):
             stats.record(
                 ok=result.ok,
                 cached=result.cached,

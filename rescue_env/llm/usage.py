@@ -38,6 +38,8 @@ class UsageStats:
     failures: int = 0
     repaired: int = 0
     reasked: int = 0
+    valid_first_try: int = 0
+    """Calls whose first reply was usable as it came (no repair, no re-ask)."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float | None = None
@@ -63,6 +65,7 @@ class UsageStats:
         self.failures += not ok
         self.repaired += repaired
         self.reasked += reasked
+        self.valid_first_try += ok and not repaired and not reasked
         self.prompt_tokens += billed.prompt_tokens
         self.completion_tokens += billed.completion_tokens
         if cost is not None:
