@@ -48,7 +48,7 @@ SETTINGS = ("auto", *MODES)
 
 #: Longest free-text string asked of a grammar-constrained model (``json_object_schema``):
 #: without it a small model can fill a string up to ``max_tokens``.
-GRAMMAR_MAX_STRING_CHARS = 400
+GRAMMAR_MAX_STRING_CHARS = 300
 
 _REJECTION_WORDS = ("response_format", "json_schema", "json_object")
 
