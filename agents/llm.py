@@ -29,7 +29,8 @@ import numpy as np
 
 from agents.base import Ranking
 from rescue_env.llm import prompts
-from rescue_env.llm.backend import call_blocking, client_from_config
+from rescue_env.concurrency import call_blocking
+from rescue_env.llm.backend import client_from_config
 from rescue_env.llm.client import LLMClient, LLMResult
 from rescue_env.llm.config import LLMConfig
 from rescue_env.llm.errors import LLMCallFailed

@@ -1,5 +1,8 @@
 """``rescue calibrate``: fit the calibrated client model on ``data.path`` and report fidelity.
 
+``data.path`` may name several data sets (``data.path=[A,B]`` or a directory of ``.jsonl``
+files); the parameter file's provenance lists each with its sha256.
+
 Writes to the run folder: the parameter file (``dynamics_params.json``, usable as
 ``dynamics.params=...``), ``fidelity.json`` and ``fidelity.png``; prints the fidelity table.
 """
@@ -15,6 +18,7 @@ from omegaconf import DictConfig
 
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
+from rescue_env.data import data_sources, group_cap
 from rescue_env.dynamics.fidelity import evaluate_fidelity, format_fidelity, plot_fidelity
 from rescue_env.dynamics.fit import fit_params
 
@@ -27,7 +31,15 @@ def main(cfg: DictConfig) -> None:
     t0 = time.perf_counter()
     out = run_dir()
     dialogues, source = load_data(cfg.data.path, cfg.data.strict)
-    params = fit_params(dialogues, sources=[source])
+    sources = data_sources(cfg.data.path, dialogues)
+    params = fit_params(dialogues, sources=[f"{s['path']}: {s['dialogues']} dialogues" for s in sources])
+    params.provenance["data"] = sources
+    # the fit uses every member of every group; say which groups an env of today's default size cannot play
+    for d in dialogues:
+        n = len(d.participants)
+        if n > group_cap(d.scenario):
+            print(f"note: {d.scenario} sample {d.sample_id!r} has {n} members ({', '.join(d.participants)}): fitted on all of them; "
+                  f"an env plays it only with env.max_members>={n}")
     path = params.save(out / cfg.output)
     results = [evaluate_fidelity(dialogues, s, folds=cfg.folds, seed=cfg.seed, sim_draws=cfg.sim_draws) for s in ("couple", "family")]
     results = [r for r in results if r.dialogues]

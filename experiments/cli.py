@@ -1,6 +1,6 @@
 """The ``rescue`` console script.
 
-``rescue data validate PATH [--strict]`` is a plain command; every command that runs an
+``rescue data validate PATH... [--strict]`` is a plain command; every command that runs an
 experiment (``rollout``, ``train``, ``calibrate``, ``eval-tasks``, ``judge``, ``report``) is a
 Hydra app and takes Hydra overrides (``rescue rollout episodes=4 data.path=my.jsonl``,
 ``rescue train -m reward.lam=0,0.5 seed=0,1``).
@@ -26,7 +26,7 @@ HYDRA_COMMANDS: dict[str, str] = {
 USAGE = """usage: rescue COMMAND [ARGS...]
 
 commands:
-  data validate PATH [--strict]   check a .jsonl file or a directory of dialogues
+  data validate PATH... [--strict] check .jsonl files or directories of dialogues (one data set)
   data export PATH OUT.jsonl      load dialogues from PATH and write them as JSON Lines
   judge agreement --human H.csv [--judge J.csv | --run DIR]
                                   judge-vs-human agreement (exact, MAE, quadratic κ)
@@ -48,7 +48,7 @@ def data_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rescue data", description="Check and convert RESCUE-BENCH dialogue files.")
     sub = parser.add_subparsers(dest="action", required=True)
     v = sub.add_parser("validate", help="check a .jsonl file or a directory of per-sample .json files")
-    v.add_argument("path", nargs="?", default=None, help="file or directory (default: the bundled seeds)")
+    v.add_argument("path", nargs="*", default=None, help="files or directories, read as one data set (default: the bundled seeds)")
     v.add_argument("--strict", action="store_true", help="unknown labels are errors, not warnings")
     e = sub.add_parser("export", help="write dialogues as JSON Lines (repaired text)")
     e.add_argument("path")
@@ -57,7 +57,7 @@ def data_main(argv: list[str]) -> int:
 
     from rescue_env.data import validate, write_jsonl
 
-    report = validate(args.path, strict=getattr(args, "strict", False))
+    report = validate(args.path or None, strict=getattr(args, "strict", False))
     if report.errors:
         for p in report.errors:
             print(p, file=sys.stderr)

@@ -20,6 +20,8 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 
 from rescue_env.llm.config import LLMConfig
+from rescue_env.config import EnvConfig as EnvSettings
+from rescue_env.config import hydra_schema
 from rescue_env.reward import RewardConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -29,29 +31,43 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 class DataConfig:
     """Dialogues to read."""
 
-    #: a .jsonl file or a directory of per-sample .json files; null = the bundled seeds
-    path: Optional[str] = None
+    #: a .jsonl file, a directory of per-sample .json files or of .jsonl files, or a list of
+    #: those (``data.path=[A,B]``, read as one data set); null = the bundled seeds
+    path: Any = None
     #: unknown labels are errors rather than warnings
     strict: bool = False
 
 
-@dataclass
-class EnvConfig:
-    """Environment settings (kwargs of ``rescue_env/Couple-v0`` / ``Family-v0``)."""
+#: the ``env`` group's schema: the fields of :class:`rescue_env.config.EnvConfig` (listed there only)
+EnvConfig = hydra_schema(EnvSettings)
+#: the ``reward`` group's schema: the fields of :class:`rescue_env.reward.RewardConfig`
+RewardSchema = hydra_schema(RewardConfig)
 
-    #: couple or family (training runs one scenario; rollouts follow each seed dialogue)
-    scenario: str = "couple"
-    #: steps per episode before truncation
-    horizon: int = 30
-    #: family group-size cap (null = 6); couples are always 2
-    max_members: Optional[int] = None
-    #: fewest seed rows before the simulation starts
-    min_prefix: int = 2
-    #: the group has settled when every member's distress stays below this...
-    settle_threshold: float = 0.2
-    #: ...for this many steps
-    settle_steps: int = 3
-    terminate_on_settle: bool = True
+
+def env_config(cfg: Any, **settings: Any) -> EnvSettings:
+    """The :class:`rescue_env.config.EnvConfig` of a command's config (its ``env`` group) with
+    ``settings`` on top (e.g. the scenario of a seed dialogue)."""
+    from omegaconf import OmegaConf
+
+    return EnvSettings.of(OmegaConf.to_container(cfg.env, resolve=True), **settings)  # type: ignore[arg-type]
+
+
+def reward_config(cfg: Any) -> RewardConfig:
+    """The :class:`RewardConfig` of a command's config (its ``reward`` group)."""
+    from omegaconf import OmegaConf
+
+    return RewardConfig(**OmegaConf.to_container(cfg.reward, resolve=True))  # type: ignore[arg-type]
+
+
+def make_llm_backend(cfg: Any, scenario: str, *, client: Any = None) -> Any:
+    """The LLM client model of a rollout config (``dynamics`` and ``llm`` groups); ``client``
+    shares one :class:`~rescue_env.llm.LLMClient` across scenarios (built from ``cfg.llm``
+    when None)."""
+    from rescue_env.llm.backend import LLMBackend, client_from_config
+
+    if client is None:
+        client = client_from_config(cfg.llm)
+    return LLMBackend(scenario, client, params=cfg.dynamics.params, annotator=str(cfg.dynamics.annotator))
 
 
 @dataclass
@@ -95,9 +111,9 @@ class RolloutConfig:
     """``rescue rollout``: closed-loop episodes of therapist agents on seed dialogues."""
 
     data: DataConfig = field(default_factory=DataConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)  # type: ignore[valid-type]
     dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
+    reward: RewardSchema = field(default_factory=RewardSchema)  # type: ignore[valid-type]
     agent: AgentConfig = field(default_factory=AgentConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
@@ -108,8 +124,8 @@ class RolloutConfig:
     #: episodes per seed dialogue
     episodes: int = 6
     seed: int = 0
-    #: imitation prior fitted on this data set (null = the rollout's data)
-    imitation_data: Optional[str] = None
+    #: imitation prior fitted on this data set, any form ``data.path`` takes (null = the rollout's data)
+    imitation_data: Any = None
     #: write plots and report.html
     report: bool = True
     #: stance-graph snapshots per agent in the report
@@ -122,9 +138,9 @@ class RolloutConfig:
 class TrainConfig:
     """``rescue train``: an SB3 policy on one scenario."""
 
-    env: EnvConfig = field(default_factory=EnvConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)  # type: ignore[valid-type]
     dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
+    reward: RewardSchema = field(default_factory=RewardSchema)  # type: ignore[valid-type]
     data: DataConfig = field(default_factory=DataConfig)
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     #: maskable_ppo (sb3-contrib, uses the action masks) or ppo
@@ -174,7 +190,7 @@ def register_configs() -> None:
     cs.store(group="data", name="data_schema", node=DataConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
     cs.store(group="dynamics", name="dynamics_schema", node=DynamicsConfig)
-    cs.store(group="reward", name="reward_schema", node=RewardConfig)
+    cs.store(group="reward", name="reward_schema", node=RewardSchema)
     cs.store(group="agent", name="agent_schema", node=AgentConfig)
     cs.store(group="llm", name="llm_schema", node=LLMConfig)
     cs.store(group="experiment", name="experiment_schema", node=ExperimentConfig)

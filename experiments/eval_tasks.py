@@ -20,7 +20,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rescue_env.data import Dialogue, load_dialogues
+from rescue_env.data import Dialogue, describe_data_path, load_dialogues
 from rescue_env.tasks import (
     AgentPredictor,
     LLMJudge,
@@ -116,7 +116,7 @@ def main(cfg: DictConfig) -> None:
     fit = load_dialogues(cfg.fit_data) if cfg.get("fit_data") else None
     predictor = build_predictor(cfg, fit)
     judge = build_judge(cfg, predictor)
-    print(f"eval-tasks: {len(dialogues)} dialogues from {cfg.data.path or 'the bundled seeds'}; predictor {predictor.name}; profile {cfg.profile}; out {out_dir}")
+    print(f"eval-tasks: {len(dialogues)} dialogues from {describe_data_path(cfg.data.path)}; predictor {predictor.name}; profile {cfg.profile}; out {out_dir}")
     run_tasks(
         dialogues,
         list(cfg.tasks),
@@ -129,7 +129,7 @@ def main(cfg: DictConfig) -> None:
         bertscore="auto" if cfg.bertscore else None,
         concurrency=int(cfg.concurrency),
         retry_failed=bool(cfg.retry_failed),
-        settings={"data": str(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge)},
+        settings={"data": describe_data_path(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge)},
     )
     print(f"wrote {out_dir / 'tasks.json'} and {out_dir / 'details.jsonl'}")
 

@@ -38,9 +38,9 @@ from tqdm import tqdm
 
 from agents import make_agent
 from agents.sb3 import load_policy, policy_scenario
-from experiments.common import load_data, run_dir
-from experiments.config import register_configs
-from rescue_env.data import load_dialogues, resolve_data_path
+from experiments.common import load_playable, run_dir
+from experiments.config import env_config, make_llm_backend, register_configs, reward_config
+from rescue_env.data import load_dialogues, resolve_data_paths
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.report import summary_rows, write_report
 from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, record_from_json, run_episode, summarise
@@ -81,26 +81,17 @@ def load_finished(path: Path) -> dict[str, EpisodeRecord]:
 
 def make_env(cfg: DictConfig, scenario: str, dialogues: list | str, backend: Any = None) -> GroupSupportEnv:
     """The rollout env of ``scenario`` on ``dialogues`` (a list, or a data path: envs made
-    from one path share its parse and text bank); ``backend`` (e.g. a shared LLM backend)
-    overrides ``dynamics.name``."""
+    from one path share its parse and start states); ``backend`` (e.g. a shared LLM client
+    model) overrides ``dynamics.name``."""
     dynamics: Any = backend if backend is not None else cfg.dynamics.name
     if dynamics == "llm":
-        from rescue_env.llm.backend import make_llm_backend  # the LLM layer (issue 5)
-
-        dynamics = make_llm_backend(cfg, scenario, dialogues=dialogues)
+        dynamics = make_llm_backend(cfg, scenario)
     return GroupSupportEnv(
-        scenario,
+        config=env_config(cfg, scenario=scenario, record_transcript=True),
         dynamics=dynamics,
         params=cfg.dynamics.params,
         data_path=dialogues,
-        horizon=cfg.env.horizon,
-        reward=OmegaConf.to_container(cfg.reward),  # type: ignore[arg-type]
-        max_members=cfg.env.max_members,
-        min_prefix=cfg.env.min_prefix,
-        settle_threshold=cfg.env.settle_threshold,
-        settle_steps=cfg.env.settle_steps,
-        terminate_on_settle=cfg.env.terminate_on_settle,
-        record_transcript=True,
+        reward=reward_config(cfg),
     )
 
 
@@ -118,7 +109,9 @@ def _trained_scenario(path: str, mtime_ns: int) -> str | None:
 def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     """The rollout job (callable without Hydra's CLI for tests)."""
     t0 = time.perf_counter()
-    dialogues, source = load_data(cfg.data.path, cfg.data.strict)
+    # every group must fit its env (env.max_members): an error naming the sample, never a cut
+    dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members)
+    # the imitation prior is fitted on every member of every group: no size limit there
     imitation_data = load_dialogues(cfg.imitation_data) if cfg.imitation_data else dialogues
     if cfg.episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {cfg.episodes}")
@@ -204,7 +197,7 @@ def run_concurrent(
     ``episodes.jsonl`` as it finishes and filling ``records`` (canonical order); returns the
     LLM usage report. Finished episodes in the folder are skipped, failed ones redone."""
     from rescue_env.llm import UsageStats
-    from rescue_env.llm.backend import client_from_config, make_llm_backend
+    from rescue_env.llm.backend import client_from_config
 
     client = client_from_config(cfg.llm)
     journal = EpisodeJournal(out / "episodes.jsonl")
@@ -228,13 +221,14 @@ def run_concurrent(
 
     backends: dict[str, Any] = {}
     # one env per episode in flight: built from the data path, they share one parse and text bank
-    data_path = str(resolve_data_path(cfg.data.path))
+    paths = resolve_data_paths(cfg.data.path)
+    data_path: Any = str(paths[0]) if len(paths) == 1 else dialogues  # several files: the list loaded above
 
     def env_for(scenario: str) -> GroupSupportEnv:
         if cfg.dynamics.name != "llm":
             return make_env(cfg, scenario, data_path)
         if scenario not in backends:  # one backend per scenario: the personas' memories are per episode
-            backends[scenario] = make_llm_backend(cfg, scenario, client=client, dialogues=dialogues)
+            backends[scenario] = make_llm_backend(cfg, scenario, client=client)
         return make_env(cfg, scenario, data_path, backend=backends[scenario])
 
     prototypes: dict[tuple[str, str], Any] = {}

@@ -34,8 +34,8 @@ from stable_baselines3.common.utils import set_random_seed
 
 from agents import make_agent
 from agents.sb3 import SB3Agent
-from experiments.common import load_data, run_dir
-from experiments.config import register_configs
+from experiments.common import load_playable, run_dir
+from experiments.config import env_config, register_configs, reward_config
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 from rescue_env.rollout import mean_ci, run_episode
@@ -77,17 +77,8 @@ def split_dialogues(dialogues: list, holdout: float) -> tuple[list, list]:
 
 
 def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
-    return dict(
-        dynamics=cfg.dynamics.name,
-        params=cfg.dynamics.params,
-        horizon=cfg.env.horizon,
-        reward=OmegaConf.to_container(cfg.reward),
-        max_members=cfg.env.max_members,
-        min_prefix=cfg.env.min_prefix,
-        settle_threshold=cfg.env.settle_threshold,
-        settle_steps=cfg.env.settle_steps,
-        terminate_on_settle=cfg.env.terminate_on_settle,
-    )
+    """The env arguments of a training config (the ``env``, ``dynamics`` and ``reward`` groups)."""
+    return dict(config=env_config(cfg), dynamics=cfg.dynamics.name, params=cfg.dynamics.params, reward=reward_config(cfg))
 
 
 def evaluate(env: GroupSupportEnv, agent, episodes: int, seed: int) -> dict[str, Any]:
@@ -186,8 +177,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     env_id = f"rescue_env/{scenario.capitalize()}-v0"
     run_name = f"{env_id.replace('/', '_')}__{cfg.algo}__{cfg.seed}__{int(time.time())}"
 
-    dialogues, source = load_data(cfg.data.path, cfg.data.strict)
-    dialogues = [d for d in dialogues if d.scenario == scenario]
+    # every group must fit the env (env.max_members): an error naming the sample, never a cut
+    dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members, scenario)
     if not dialogues:
         raise ValueError(f"no {scenario} dialogue in {source}")
     train_dialogues, eval_dialogues = split_dialogues(dialogues, cfg.holdout)
@@ -195,8 +186,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
 
     # the native VecEnv: flat observations for MlpPolicy, batched calibrated steps, Monitor's
     # episode statistics; the same episodes as DummyVecEnv over GroupSupportEnv, faster
-    vec_env = GroupSupportVecEnv(scenario, num_envs=cfg.n_envs, seed=cfg.seed, data_path=train_dialogues, **kwargs)
-    eval_env = GroupSupportEnv(scenario, data_path=eval_dialogues, **kwargs)
+    vec_env = GroupSupportVecEnv(num_envs=cfg.n_envs, seed=cfg.seed, data_path=train_dialogues, **kwargs)
+    eval_env = GroupSupportEnv(data_path=eval_dialogues, **kwargs)
 
     model = build_model(cfg, vec_env, out)
     tb_dir = out / "tb" / run_name

@@ -17,11 +17,15 @@ Without a priority set, every request has priority 0 and the order is plain FIFO
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import heapq
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: Priority of the LLM requests made in this context (lower is served first).
 request_priority: ContextVar[int] = ContextVar("request_priority", default=0)
@@ -105,3 +109,15 @@ class PriorityLimiter:
             yield
         finally:
             self.release()
+
+
+def call_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code: on a fresh event loop, or, when this
+    thread already runs one (a notebook, an async caller of a sync API), on a worker thread's
+    loop while this thread waits."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rescue-llm") as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from rescue_env.config import EnvConfig
+
 ENV_IDS = {"rescue_env/Couple-v0": "couple", "rescue_env/Family-v0": "family"}
 
 
@@ -14,6 +16,9 @@ def register_envs() -> None:
             gym.register(
                 id=env_id,
                 entry_point="rescue_env.envs.gym_env:GroupSupportEnv",
+                vector_entry_point="rescue_env.envs.vector:GroupSupportVectorEnv",
                 kwargs={"scenario": scenario},
-                max_episode_steps=None,
+                # the env's default horizon; gym.make(id, horizon=H) needs max_episode_steps=H too
+                # (the env refuses a TimeLimit that disagrees with its horizon)
+                max_episode_steps=EnvConfig.horizon,
             )

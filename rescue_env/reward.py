@@ -4,17 +4,17 @@
 
 The ``λ`` term is the bucket effect: the group is only as well as its most distressed
 member. Each component is reported separately (``info["sigma"]``) so a run can show what
-drives the return; the discounted return with ``gamma`` is reported at episode end.
+drives the return; the discounted return with ``gamma`` is reported at episode end. The
+arithmetic is the simulator core's (:func:`rescue_env.core._finish`); this module holds the
+weights.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rescue_env.state import GroupState
 
-
-@dataclass
+@dataclass(frozen=True)
 class RewardConfig:
     """Weights of σ*.
 
@@ -24,6 +24,9 @@ class RewardConfig:
         lam: weight of the worst-off member's distress (bucket effect).
         cost: cost of one intervention (speaking has a price: clients need room).
         gamma: discount of the reported episode return.
+
+    Frozen: an env keeps the weights it was given until it is handed a new config
+    (``env.reward_cfg = RewardConfig(...)``), so a weight cannot change behind the core's back.
     """
 
     w_mean: float = 1.0
@@ -33,22 +36,13 @@ class RewardConfig:
     gamma: float = 0.99
 
     def __post_init__(self) -> None:
+        for name in ("w_mean", "beta", "lam", "cost", "gamma"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"reward {name} must be a number, got {value!r}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"reward gamma must be within [0, 1], got {self.gamma}")
-
-
-def sigma_star(state: GroupState, intervened: bool, cfg: RewardConfig) -> tuple[float, dict[str, float]]:
-    """Step reward and its components (each already weighted, so they sum to the reward)."""
-    # plain floats: numpy reductions on 2-6 values cost more than the arithmetic (hot path)
-    d = state.distress.tolist()
-    n = len(d)
-    total = 0.0
-    for x in d:  # left to right, like the batched kernel (bit-equal rewards on any Python)
-        total += x
-    components = {
-        "mean_distress": -cfg.w_mean * (total / n if n else 0.0),
-        "stance": cfg.beta * state.mean_stance(),
-        "max_distress": -cfg.lam * (max(d) if n else 0.0),
-        "intervention_cost": -cfg.cost * float(intervened),
-    }
-    return components["mean_distress"] + components["stance"] + components["max_distress"] + components["intervention_cost"], components
+        for name in ("w_mean", "lam", "cost"):
+            # a negative weight turns the objective around (distress or talking rewarded)
+            if getattr(self, name) < 0:
+                raise ValueError(f"reward {name} must be ≥ 0, got {getattr(self, name)}")

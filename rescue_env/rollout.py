@@ -11,7 +11,7 @@ Episodes are seeded per (seed dialogue, episode index), identically for every ag
 agents are compared on the same starting states (common random numbers).
 
 LLM runs: :func:`arun_episode` is the same episode as a coroutine (the agent's ``aact`` and
-the backend's ``prefetch`` are awaited, so many episodes share one event loop), and
+the env's ``astep`` are awaited, so many episodes share one event loop), and
 :func:`arun_episodes` runs many at once. An agent's ``utterance`` (the LLM therapist's words)
 becomes the text of its therapist row. A backend or agent raising :class:`EpisodeFailed`
 (e.g. an LLM call that failed for good) ends that episode as a failed record with the
@@ -22,7 +22,6 @@ under crashes and Ctrl-C.
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import json
 import math
@@ -102,20 +101,6 @@ class EpisodeRecord:
         return f"rollout/{self.agent}/{self.seed_sample_id}/ep{self.episode}"
 
 
-def step_with_text(env: Any, action: Any, text: str = "") -> tuple:
-    """``env.step(action)`` whose therapist row says ``text`` (e.g. the LLM therapist's
-    utterance; ``""``: the session's retrieved line). Gymnasium's and PettingZoo's ``step``
-    take actions only, so the text is handed to this one :meth:`Session.step` call."""
-    session = getattr(env, "unwrapped", env).session
-    if not text or session is None:
-        return env.step(action)
-    session.step = functools.partial(type(session).step, session, therapist_text=text)
-    try:
-        return env.step(action)
-    finally:
-        del session.step
-
-
 def _utterance(agent: Any, action: int) -> str:
     return str(getattr(agent, "utterance", "") or "") if action else ""
 
@@ -175,10 +160,16 @@ def run_episode(
 
 def _advance(env: GroupSupportEnv, record: EpisodeRecord, members: list[str], action: int, text: str) -> tuple[Any, dict[str, Any], bool]:
     """Play one step and trace it; returns (observation, info, episode over)."""
-    obs, _, terminated, truncated, info = step_with_text(env, action, text)
+    if text:
+        env.say(text)
+    obs, _, terminated, truncated, info = env.step(action)
+    _trace(env, record, members, action, info)
+    return obs, info, terminated or truncated
+
+
+def _trace(env: GroupSupportEnv, record: EpisodeRecord, members: list[str], action: int, info: dict[str, Any]) -> None:
     decision = env.encoding.decode(action) if not info["invalid_action"] else None
     record.trace.append(_trace_point(info["state"], decision, env, members))
-    return obs, info, terminated or truncated
 
 
 async def arun_episode(
@@ -186,12 +177,11 @@ async def arun_episode(
     priority: Callable[[int], int] | None = None,
 ) -> EpisodeRecord:
     """:func:`run_episode` as a coroutine: awaits the agent's ``aact`` (when it has one) and
-    the backend's ``prefetch`` (the step's LLM calls) before each synchronous ``env.step``,
-    so episodes run concurrently on one event loop. Same seeds, same episode.
+    the env's ``astep`` (the step's LLM calls), so episodes run concurrently on one event
+    loop. Same seeds, same episode.
     ``priority(t)`` is the request priority of step ``t``'s LLM calls (default ``t``)."""
     record, obs, info, members = _begin(env, agent, sample_id, episode, base_seed, tag)
     aact = getattr(agent, "aact", None)
-    prefetch = getattr(env.backend, "prefetch", None)
     done = False
     token = request_priority.set(0)  # restored at the end: the caller's calls keep theirs
     try:
@@ -203,12 +193,9 @@ async def arun_episode(
                 action = int(await aact(obs, info["action_mask"], info["state"]))
             else:
                 action = int(agent.act(obs, info["action_mask"], info["state"]))
-            text = _utterance(agent, action)
-            if prefetch is not None:
-                session = env.session
-                move, _ = session.move_for(action, text)  # type: ignore[union-attr]
-                await prefetch(session.state, move, session.rng, streak=session.streak)  # type: ignore[union-attr]
-            obs, info, done = _advance(env, record, members, action, text)
+            obs, _, terminated, truncated, info = await env.astep(action, therapist_text=_utterance(agent, action))
+            done = terminated or truncated
+            _trace(env, record, members, action, info)
     except EpisodeFailed as exc:
         return _finish(record, env, agent, None, str(exc) or type(exc).__name__)
     finally:

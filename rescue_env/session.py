@@ -1,107 +1,82 @@
-"""One simulated session: state + transcript + step. Both environments adapt it.
+"""One episode's view: who is in it, where it started, its state and its transcript.
 
-A :class:`Session` starts from a seed dialogue cut at a row: the state is extracted from the
-rows before the cut (:func:`rescue_env.state.extract_state` rules) and, when recording, those
-rows open the transcript. Each :meth:`Session.step` takes the therapist's flat action (see
-:class:`~rescue_env.taxonomy.ActionEncoding`), lets the client backend respond, and appends
-the new rows in the benchmark schema: a therapist row when it speaks (``support_strategy``
-and ``relation_cycle_state`` filled), then one row per client turn (``utterance_type``,
-``internal_emotion``, ``viewpoints_attitudes``, ``relation_pattern``). Every generated row
-carries the state after the step in its ``state`` column, so :meth:`Session.to_dialogue`
-is a benchmark record that any loader of the benchmark can read.
+The numbers of an episode live in the simulator core (:mod:`rescue_env.core`); a
+:class:`Session` is what the envs hand to people and LLMs: the members, the seed dialogue
+and cut, a :class:`~rescue_env.state.GroupState` view of the live state (one object per
+episode, refreshed by the env after each step), and, when recording, the transcript in the
+benchmark schema: the seed rows before the cut, then per step a therapist row when it speaks
+(``support_strategy`` and ``relation_cycle_state`` filled) and one row per client turn
+(``utterance_type``, ``internal_emotion``, ``viewpoints_attitudes``, ``relation_pattern``).
+Every generated row carries the state after the step in its ``state`` column, so
+:meth:`Session.to_dialogue` is a benchmark record that any loader of the benchmark can read.
+Text comes from the retrieval bank (or the LLM clients' own words); it is built only when
+recording, never on the training path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from rescue_env.data.schema import THERAPIST, Dialogue, EmotionRecord, Row, StrategyRecord, ViewpointRecord
-from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, Behaviour, ClientBackend, ClientTurn, TherapistMove
+from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, ClientTurn, TherapistMove
 from rescue_env.dynamics.text import TextBank, attitude_for, tone_for
 from rescue_env.state import GroupState, StateTracker
 from rescue_env.taxonomy.actions import ActionEncoding
 
 
-@dataclass
-class StepResult:
-    """What one step did. ``rows`` is empty when the session does not record."""
-
-    move: TherapistMove
-    turns: list[ClientTurn]
-    rows: list[Row] = field(default_factory=list)
-    invalid_action: bool = False
-
-
 class Session:
-    """A therapist-and-clients session over a client backend.
+    """One episode of a therapist-and-clients session (see the module docstring).
 
     Args:
         dialogue: the seed dialogue (its first ``start_row`` rows are the history).
-        start_row: number of seed rows before the simulation starts (0..len(rows)).
-        backend: the client model (:class:`~rescue_env.dynamics.calibrated.CalibratedBackend`
-            or an LLM backend).
-        encoding: the action encoding; its ``max_members`` caps the group (extra members of
-            a larger family are left out, in participant order).
-        rng: the generator every random choice draws from.
-        record: build benchmark rows (off in training for speed; the state still moves).
+        start_row: number of seed rows before the simulation starts.
+        members: the group (the dialogue's participants, up to the env's cap).
+        state: the live state view (the env refreshes it after each step).
+        encoding: the action encoding.
+        record: build benchmark rows (off in training).
         text_bank: retrieval corpus for utterance text; stock lines when ``None``.
-        prefix_cache: a dict the caller keeps across sessions on the same dialogues; when
-            not recording, the state extracted from the seed rows is cached there (resets
-            are then a copy instead of a replay of the prefix).
+        text_seed: seed of the text choices (their own stream: recording never changes
+            the episode).
     """
 
     def __init__(
         self,
         dialogue: Dialogue,
         start_row: int,
-        backend: ClientBackend,
+        members: tuple[str, ...],
+        state: GroupState,
         encoding: ActionEncoding,
-        rng: np.random.Generator,
         *,
         record: bool = True,
         text_bank: TextBank | None = None,
-        prefix_cache: dict | None = None,
+        text_seed: int = 0,
     ):
-        if not 0 <= start_row <= len(dialogue.rows):
-            raise ValueError(f"start_row={start_row} outside 0..{len(dialogue.rows)} for {dialogue.sample_id!r}")
         self.dialogue = dialogue
         self.start_row = start_row
-        self.backend = backend
+        self.members = tuple(members)
+        self.state = state
         self.encoding = encoding
-        self.rng = rng
-        # text choices draw from their own stream so that recording never changes the episode;
-        # the seed is drawn either way, the generator built only when text is needed
-        self._text_seed = int(rng.integers(2**63 - 1))
-        self._text_rng: np.random.Generator | None = None
         self.record = record
         self.text_bank = text_bank if text_bank is not None else TextBank()
-        self.members: tuple[str, ...] = tuple(dialogue.participants[: encoding.max_members])
-        if not self.members:
-            raise ValueError(f"dialogue {dialogue.sample_id!r} has no participants")
-        key = (dialogue.sample_id, start_row, self.members)
-        self.rows: list[Row] = []
-        if not record and prefix_cache is not None and key in prefix_cache:
-            self.state: GroupState = prefix_cache[key].copy()
-        else:
-            tracker = StateTracker(dialogue.scenario, self.members)
-            for row in dialogue.rows[:start_row]:
-                st = tracker.update(row)
-                if record:
-                    self.rows.append(replace(row, extras={**row.extras, "state": st.to_dict(), "simulated": False}))
-            self.state = tracker.state
-            if prefix_cache is not None:
-                prefix_cache[key] = self.state.copy()
-        self._valid_targets = encoding.target_mask(len(self.members)).astype(bool).tolist()
-        self._moves: list[tuple[TherapistMove, bool] | None] = [None] * encoding.n_actions
+        self._text_seed = int(text_seed)
+        self._text_rng: np.random.Generator | None = None
+        #: steps played, the therapist's current streak and interventions (kept by the env)
         self.t = 0
         self.streak = 0
         self.n_interventions = 0
+        self.rows: list[Row] = []
+        if record:
+            tracker = StateTracker(dialogue.scenario, self.members)
+            for row in dialogue.rows[:start_row]:
+                st = tracker.update(row)
+                self.rows.append(replace(row, extras={**row.extras, "state": st.to_dict(), "simulated": False}))
         self._row_index = dialogue.rows[start_row - 1].row_index if start_row else 0
         last_end = dialogue.rows[start_row - 1].end_time if start_row else 0.0
         self._clock = float(last_end or 0.0)
+        self._valid_targets = encoding.target_mask(len(self.members)).astype(bool).tolist()
 
     # --------------------------------------------------------------------------------------
     @property
@@ -119,69 +94,28 @@ class Session:
         """Flat ``int8`` mask of the actions valid for this group."""
         return self.encoding.mask(self.n)
 
-    def _decode(self, action: int) -> tuple[TherapistMove, bool]:
-        decision = self.encoding.decode(action)
+    def move_for(self, action: int, text: str = "") -> tuple[TherapistMove, bool]:
+        """Decode a flat action as the core plays it: an action masked out for this group is
+        listening (returned flag ``True``). Raises ``ValueError`` out of range."""
+        decision = self.encoding.decode(int(action))
         if not decision.intervene:
             return TherapistMove(False), False
         if not self._valid_targets[decision.target]:
             return TherapistMove(False), True
         slots = self.encoding.target_slots(decision.target, self.n)  # type: ignore[arg-type]
         name = self.encoding.strategy_names[decision.strategy]  # type: ignore[index]
-        return TherapistMove(True, decision.target, slots, decision.strategy, name), False
+        return TherapistMove(True, decision.target, slots, decision.strategy, name, text), False
 
-    def move_for(self, action: int, text: str = "") -> tuple[TherapistMove, bool]:
-        """Decode a flat action; an action masked out for this group becomes listening
-        (returned flag ``True``) rather than an error, so unmasked learners can run.
-        The returned move is shared between steps: treat it as read-only."""
-        a = int(action)
-        if not 0 <= a < self.encoding.n_actions:
-            self.encoding.decode(a)  # raises the encoding's out-of-range error
-        cached = self._moves[a]
-        if cached is None:  # decoded once per session and action: step() is a hot path
-            cached = self._moves[a] = self._decode(a)
-        move, invalid = cached
-        if text and move.intervene:
-            move = TherapistMove(True, move.target, move.slots, move.strategy, move.strategy_name, text)
-        return move, invalid
-
-    def step(
-        self,
-        action: int,
-        *,
-        behaviours: dict[int, Behaviour | None] | None = None,
-        therapist_text: str = "",
-    ) -> StepResult:
-        """Advance one step with the therapist's flat ``action``."""
-        move, invalid = self.move_for(action, therapist_text)
-        pattern_before = self.state.pattern
-        turns = self.backend.step(self.state, move, self.rng, streak=self.streak, behaviours=behaviours)
-        st = self.state
-        st.untended += 1
-        if move.intervene:
-            for i in move.slots:
-                st.untended[i] = 0
-            st.last_strategy = move.strategy_name
-            st.last_target = tuple(self.members[i] for i in move.slots)
-            self.streak += 1
-            self.n_interventions += 1
-        else:
-            self.streak = 0
-        if turns:
-            st.last_speaker = self.members[turns[-1].slot]
-        elif move.intervene:
-            st.last_speaker = THERAPIST
-        self.t += 1
-        if self.record:
-            rows = self._rows(move, turns, pattern_before)
-        else:
-            rows = []
-            self._row_index += int(move.intervene) + len(turns)
-        st.row_index = self._row_index
-        if self.record:
-            state_col = st.to_dict()
-            for row in rows:
-                row.extras["state"] = state_col
-        return StepResult(move, turns, rows, invalid)
+    def record_step(self, move: TherapistMove | None, turns: list[ClientTurn], pattern_before: str | None) -> list[Row]:
+        """Append the step's rows to the transcript (after the env refreshed :attr:`state`);
+        returns them (empty when not recording; ``move`` is only needed when recording)."""
+        if not self.record or move is None:
+            return []
+        rows = self._rows(move, turns, pattern_before)
+        state_col = self.state.to_dict()
+        for row in rows:
+            row.extras["state"] = state_col
+        return rows
 
     # transcript ---------------------------------------------------------------------------
     def _next_times(self, text: str) -> tuple[float, float]:

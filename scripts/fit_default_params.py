@@ -1,39 +1,49 @@
 """Refit the packaged default dynamics parameters (rescue_env/dynamics/default_params.json).
 
-    python scripts/fit_default_params.py [EXTRA_DATA ...]
+    python scripts/fit_default_params.py [--out FILE] [EXTRA_DATA ...]
 
-Fits on the bundled seeds plus any extra data sets given (the shipped defaults used the
-real RESCUE-BENCH subset, ../shared/data/rescue-bench-subset/benchmark_subset.jsonl: only
-numbers derived from it are stored, no text).
+Fits on the bundled seeds plus the extra data sets given (files, directories of JSON Lines
+files or of per-sample .json files). The shipped defaults name theirs in the provenance
+(``provenance["data"]``: each path, its sha256 and how many dialogues came from it; plus the
+command and the date): only numbers derived from the data are stored, no text. Writes the
+packaged file unless ``--out`` names another (a candidate to compare before swapping it in).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import shlex
 from pathlib import Path
 
-from rescue_env.data import bundled_seeds_path, load_dialogues
+from rescue_env.data import data_sources, load_dialogues
 from rescue_env.dynamics.fit import fit_params, prior_params
 
 OUT = Path(__file__).resolve().parents[1] / "rescue_env" / "dynamics" / "default_params.json"
 
 
-def main(extra: list[str]) -> None:
-    dialogues = load_dialogues()
-    sources = [f"bundled seeds ({bundled_seeds_path().name}: {len(dialogues)} dialogues)"]
-    for path in extra:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Refit the packaged default dynamics parameters.")
+    parser.add_argument("extra", nargs="*", help="real data sets fitted with the bundled seeds")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"parameter file to write (default: {OUT})")
+    args = parser.parse_args(argv)
+    paths = [None, *args.extra]  # None = the bundled seeds
+    dialogues = []
+    sources = []
+    for path in paths:
         ds = load_dialogues(path)
         dialogues += ds
-        sources.append(f"{Path(path).name}: {len(ds)} dialogues (numbers only, no text)")
-    params = fit_params(dialogues, sources=sources, base=prior_params())
+        sources += data_sources(path, ds)
+    params = fit_params(dialogues, sources=[f"{s['path']}: {s['dialogues']} dialogues" for s in sources], base=prior_params())
+    params.provenance["data"] = sources
+    params.provenance["command"] = shlex.join(["python", "scripts/fit_default_params.py", *args.extra])
     params.provenance["notes"] = (
-        "Packaged defaults: counts from the sources above shrunk toward the clinical priors of "
-        "rescue_env.dynamics.priors (DESIGN.md §1 transition facts). Regenerate with "
-        "scripts/fit_default_params.py, or fit your own with `rescue calibrate data.path=...`."
+        "Packaged defaults: counts from the data above (numbers only, no text) shrunk toward the "
+        "clinical priors of rescue_env.dynamics.priors (DESIGN.md §1 transition facts). Regenerate "
+        "with the command above, or fit your own with `rescue calibrate data.path=...`."
     )
-    params.save(OUT)
-    print(f"wrote {OUT} from {len(dialogues)} dialogues")
+    params.save(args.out)
+    print(f"wrote {args.out} from {len(dialogues)} dialogues: {', '.join(s['path'] for s in sources)}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

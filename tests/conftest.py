@@ -1,8 +1,9 @@
-"""Shared fixtures: the bundled seeds, the real RESCUE-BENCH subset (when ``../shared`` is
-there) and a runner for the ``rescue`` console script.
+"""Shared fixtures: the bundled seeds, the real RESCUE-BENCH subset and second slice (when
+``../shared`` is there) and a runner for the ``rescue`` console script.
 
-The real subset lives beside the repository (``../shared/data/rescue-bench-subset``); a
-user's fresh clone has no ``../shared``, so every fixture that needs it skips cleanly.
+The real data lives beside the repository (``../shared/data/rescue-bench-subset``,
+``../shared/data/rescue-bench-more``); a user's fresh clone has no ``../shared``, so every
+fixture that needs it skips cleanly.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_SUBSET = REPO_ROOT.parent / "shared" / "data" / "rescue-bench-subset" / "benchmark_subset.jsonl"
+REAL_MORE = REPO_ROOT.parent / "shared" / "data" / "rescue-bench-more" / "benchmark_more.jsonl"
+#: The couple session of the second slice with three partners (its README's quirk).
+THREE_PARTNER_ID = "aryn_josh_and_lorena/009_s04e09_ct34_segment04"
 
 
 # --- the real subset ------------------------------------------------------------------------
@@ -48,6 +52,33 @@ def real_dialogues(real_subset_path: Path):
     from rescue_env.data import load_dialogues
 
     return load_dialogues(real_subset_path)
+
+
+# --- the second real slice ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def real_more_path() -> Path:
+    """``../shared/data/rescue-bench-more/benchmark_more.jsonl`` (5 couples the subset does
+    not have, one of them with three partners); skips when absent."""
+    if not REAL_MORE.is_file():
+        pytest.skip(f"second real RESCUE-BENCH slice not found at {REAL_MORE} (no ../shared beside the repo)")
+    return REAL_MORE
+
+
+@pytest.fixture(scope="session")
+def real_more_dialogues(real_more_path: Path):
+    """The second slice loaded by the library. Do not mutate."""
+    from rescue_env.data import load_dialogues
+
+    return load_dialogues(real_more_path)
+
+
+@pytest.fixture(scope="session")
+def three_partner_couple(real_more_dialogues):
+    """The ``"couple"`` session with three partners (Lorena, Aryn, Josh). Do not mutate."""
+    (d,) = [d for d in real_more_dialogues if d.sample_id == THREE_PARTNER_ID]
+    return d
 
 
 # --- the bundled seeds ----------------------------------------------------------------------

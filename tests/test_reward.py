@@ -9,8 +9,11 @@ import pytest
 
 from rescue_env import parallel_env
 from rescue_env.envs.gym_env import GroupSupportEnv
-from rescue_env.reward import RewardConfig, sigma_star
+from rescue_env.core import I_INTERVENED, Core
+from rescue_env.dynamics.params import scenario_params
+from rescue_env.reward import RewardConfig
 from rescue_env.state import GroupState
+from rescue_env.taxonomy.actions import ActionEncoding
 
 COMPONENTS = {"mean_distress", "stance", "max_distress", "intervention_cost"}
 
@@ -26,6 +29,18 @@ def _state(distress, stance) -> GroupState:
         stance=np.asarray(stance, float),
         untended=np.zeros(n, dtype=np.int64),
     )
+
+
+def sigma_star(state: GroupState, intervened: bool, cfg: RewardConfig) -> tuple[float, dict[str, float]]:
+    """σ* of ``state`` as the simulator core books it (reward, weighted components)."""
+    core = Core(
+        scenario_params(None, state.scenario), ActionEncoding(state.scenario, None if state.n == 2 else max(3, state.n)), cfg, None, 1,
+        horizon=30, settle_threshold=0.2, settle_steps=3, terminate_on_settle=True,
+    )  # fmt: skip
+    core.load(0, state, key=0)
+    core.I[0, I_INTERVENED] = int(intervened)
+    core.finish()
+    return float(core.rewards[0]), core.step_components(0)
 
 
 def test_sigma_star_formula_by_hand():
@@ -145,3 +160,24 @@ def test_parallel_env_reward_matches_gym_env():
             assert rew[f"client_{i}"] == pytest.approx(-st.distress[i] + par.reward_cfg.beta * warmth)
     g = par.reward_cfg.gamma
     assert infos["therapist"]["sigma_return"] == pytest.approx(sum(g**t * r for t, r in enumerate(total)))
+
+
+def test_reward_weights_cannot_change_behind_the_core():
+    """A weight changed in place would not reach the core: the config is frozen; a new config
+    handed to the env applies from the next step."""
+    env = GroupSupportEnv("couple")
+    with pytest.raises(Exception, match="cannot assign"):
+        env.reward_cfg.lam = 5.0  # type: ignore[misc]
+    env.reset(seed=0)
+    _, r1, *_ = env.step(0)
+    env.reset(seed=0)
+    env.reward_cfg = RewardConfig(lam=5.0)
+    _, r5, _, _, info = env.step(0)
+    assert info["sigma"]["max_distress"] == pytest.approx(-5.0 * info["state"].distress.max())
+    assert r5 < r1
+
+
+@pytest.mark.parametrize("bad", [{"lam": -5}, {"w_mean": -1}, {"cost": -0.1}, {"beta": float("nan")}, {"lam": "x"}])
+def test_nonsense_weights_are_refused(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        RewardConfig(**bad)

@@ -1,16 +1,17 @@
-"""The simulator core: Session stepping, its transcript in the benchmark schema, and the
-export of an episode through the foundation's loader and ``rescue data validate`` (item 8)."""
+"""An episode's Session view: its bookkeeping, its transcript in the benchmark schema, and the
+export of an episode through the foundation's loader and ``rescue data validate``."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from experiments.cli import main as cli_main
 from rescue_env.data import THERAPIST, Dialogue, load_dialogues, write_jsonl
-from rescue_env.dynamics import TO_GROUP, TO_THERAPIST, CalibratedBackend, ClientTurn
+from rescue_env.dynamics import TO_GROUP, TO_THERAPIST, ClientTurn
 from rescue_env.envs.gym_env import GroupSupportEnv
-from rescue_env.session import Session
 from rescue_env.state import extract_state
 from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns, strategies
@@ -35,9 +36,27 @@ def _dialogue(seeds, scenario: str, index: int = 0) -> Dialogue:
     return [d for d in seeds if d.scenario == scenario][index]
 
 
-def _session(seeds, scenario="couple", start_row=6, seed=0, record=True, index=0) -> Session:
+class _Episode:
+    """An env's episode seen through its Session; ``step`` returns what the step did."""
+
+    def __init__(self, env: GroupSupportEnv, seed: int, dialogue: Dialogue, start_row: int):
+        self.env = env
+        env.reset(seed=seed, options={"dialogue": dialogue.sample_id, "start_row": start_row})
+
+    def __getattr__(self, name):
+        return getattr(self.env.session, name)
+
+    def step(self, action: int) -> SimpleNamespace:
+        move, invalid = self.env.session.move_for(action)
+        _, _, _, _, info = self.env.step(action)
+        turns = [SimpleNamespace(slot=s, utterance_type=UTTERANCE_TYPES[u], addressee=a) for s, u, a in self.env.core.turns(0)]
+        return SimpleNamespace(rows=info.get("rows", []), move=move, invalid_action=info["invalid_action"], turns=turns)
+
+
+def _session(seeds, scenario="couple", start_row=6, seed=0, record=True, index=0, **kwargs) -> _Episode:
     d = _dialogue(seeds, scenario, index)
-    return Session(d, start_row, CalibratedBackend(scenario), ActionEncoding(scenario), np.random.default_rng(seed), record=record)
+    env = GroupSupportEnv(scenario, data_path=seeds, record_transcript=record, horizon=100, terminate_on_settle=False, **kwargs)
+    return _Episode(env, seed, d, start_row)
 
 
 def _play(env: GroupSupportEnv, seed: int, steps: int) -> list[dict]:
@@ -56,14 +75,14 @@ def _play(env: GroupSupportEnv, seed: int, steps: int) -> list[dict]:
 # --- Session mechanics ---------------------------------------------------------------------
 def test_start_row_bounds(seeds):
     d = _dialogue(seeds, "couple")
-    enc = ActionEncoding("couple")
+    env = GroupSupportEnv("couple", data_path=seeds, record_transcript=True)
     for bad in (-1, len(d.rows) + 1):
         with pytest.raises(ValueError, match="start_row"):
-            Session(d, bad, CalibratedBackend("couple"), enc, np.random.default_rng(0))
-    s = Session(d, len(d.rows), CalibratedBackend("couple"), enc, np.random.default_rng(0))
-    assert s.state == extract_state(d)
-    s0 = Session(d, 0, CalibratedBackend("couple"), enc, np.random.default_rng(0))
-    assert s0.state == extract_state(d, 0) and s0.rows == []
+            env.reset(seed=0, options={"dialogue": d.sample_id, "start_row": bad})
+    env.reset(seed=0, options={"dialogue": d.sample_id, "start_row": len(d.rows)})
+    assert env.session.state == extract_state(d)
+    env.reset(seed=0, options={"dialogue": d.sample_id, "start_row": 0})
+    assert env.session.state == extract_state(d, 0) and env.session.rows == []
 
 
 def test_seed_rows_open_the_transcript(seeds):
@@ -99,7 +118,7 @@ def test_step_bookkeeping(seeds):
 def test_masked_target_decodes_to_listening(seeds):
     d = min((d for d in seeds if d.scenario == "family"), key=lambda d: len(d.participants))
     enc = ActionEncoding("family")
-    s = Session(d, 5, CalibratedBackend("family"), enc, np.random.default_rng(0))
+    s = _session(seeds, "family", start_row=5, index=[x for x in seeds if x.scenario == "family"].index(d))
     move, invalid = s.move_for(enc.encode(enc.max_members - 1, 0))
     assert invalid and not move.intervene
     move, invalid = s.move_for(enc.encode(0, 0))
@@ -184,11 +203,12 @@ def test_rows_reflect_the_step(seeds):
 
 
 class _ScriptedBackend:
-    """A backend with self-reports, as an LLM backend gives them."""
+    """A client model with self-reports, as an LLM backend gives them."""
 
     name = "scripted"
 
-    def step(self, state, move, rng, *, streak=0, behaviours=None):
+    async def arespond(self, session, move, planned, *, pattern_before, seed, behaviours=None):
+        state = session.state
         state.distress[:] = 0.3
         state.pattern = "repair_softening"
         return [
@@ -200,8 +220,7 @@ class _ScriptedBackend:
 
 
 def test_session_uses_a_backends_self_reports(seeds):
-    d = _dialogue(seeds, "couple")
-    s = Session(d, 4, _ScriptedBackend(), ActionEncoding("couple"), np.random.default_rng(0))
+    s = _session(seeds, start_row=4, dynamics=_ScriptedBackend())
     rows = s.step(0).rows
     a, b = s.members
     assert [r.dialogue_cleaned for r in rows] == ["I hear you.", "I was scared.", "Can you help us?"]

@@ -20,9 +20,10 @@ from rescue_env.state import UNKNOWN_DISTRESS, GroupState, distress_of, extract_
 from rescue_env.taxonomy import patterns
 
 
-@pytest.fixture(params=["real", "seeds"])
+@pytest.fixture(params=["real", "more", "seeds"])
 def dialogues(request):
-    return request.getfixturevalue("real_dialogues" if request.param == "real" else "seed_dialogues")
+    fixture = {"real": "real_dialogues", "more": "real_more_dialogues", "seeds": "seed_dialogues"}[request.param]
+    return request.getfixturevalue(fixture)
 
 
 # --- invariants on every row of real and bundled data ---------------------------------------
@@ -57,6 +58,20 @@ def test_real_subset_members_are_the_samples_clients(real_dialogues, real_record
     for d, rec in zip(real_dialogues, real_records):
         assert extract_state(d).members == tuple(rec["participants"])
         assert extract_state(d, 0).members == tuple(rec["participants"])
+
+
+def test_three_partner_couple_keeps_all_three(three_partner_couple):
+    """The second slice's "couple" of three: every state holds Lorena, Aryn and Josh; Josh,
+    who never speaks, is addressed (rows 5 and 17, and as the couple at row 14)."""
+    d = three_partner_couple
+    assert d.scenario == "couple" and d.participants == ["Lorena", "Aryn", "Josh"]
+    st = extract_state(d, upto=5)
+    assert st.members == ("Lorena", "Aryn", "Josh") and st.stance.shape == (3, 3) and st.distress.shape == (3,)
+    assert st.last_target == ("Aryn", "Josh") and st.untended[2] == 0
+    assert extract_state(d, upto=13).untended[2] == 8  # rows 6-13 leave Josh untended
+    st = extract_state(d, upto=14)  # "Couple": the whole group of three
+    assert st.last_target == ("Lorena", "Aryn", "Josh") and st.untended.tolist() == [0, 0, 0]
+    assert st.distress[2] == UNKNOWN_DISTRESS  # never annotated: the documented default
 
 
 def test_states_move_on_real_and_bundled_data(dialogues):

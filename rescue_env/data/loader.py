@@ -7,6 +7,10 @@ Layouts:
 - **Directory**: one ``.json`` file per sample anywhere below the root, each an object with a
   top-level ``rows`` list; ``sample_id`` is the path relative to the root without the suffix
   (``family_therapy/003/merged``). Files named ``manifest.json`` are skipped.
+- **Directory of JSON Lines files**: a directory holding ``.jsonl`` files anywhere below it
+  (``../shared/data`` with one slice per subfolder) reads every one of them, in path order.
+- **Several paths**: a list of any of the above (``data.path=[A,B]`` on the command line)
+  reads them all as one data set; a sample id must be unique across them.
 
 Every problem is reported as ``FILE:LINE: field: what is wrong (what was expected)``. The
 whole input is checked before anything is returned, so a caller never gets a partial load:
@@ -22,6 +26,7 @@ group labels and dyads; people named in annotations who are not participants (ke
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -29,7 +34,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from os import PathLike
+from typing import Any, Iterable, Union
 
 import ftfy
 
@@ -67,11 +73,83 @@ def bundled_seeds_path() -> Path:
     return Path(str(resources.files("rescue_env.data").joinpath("seeds")))
 
 
+#: What every loader takes as ``path``: one file or directory, several of them (any iterable
+#: of paths, e.g. Hydra's ``data.path=[A,B]``), or ``None`` for the bundled seeds.
+DataPath = Union[str, PathLike, Iterable[Union[str, PathLike]], None]
+
+
 def resolve_data_path(path: str | Path | None) -> Path:
-    """``path`` as a :class:`Path`, or the bundled seeds when ``path`` is ``None`` or empty."""
+    """One ``path`` as a :class:`Path`, or the bundled seeds when ``path`` is ``None`` or
+    empty. For a value that may name several paths use :func:`resolve_data_paths`."""
     if path is None or str(path).strip() == "":
         return bundled_seeds_path()
     return Path(path).expanduser()
+
+
+def resolve_data_paths(path: DataPath) -> list[Path]:
+    """The files and per-sample directories ``path`` names, in the order read.
+
+    ``None`` or ``""`` → the bundled seeds; a list → each of its items in turn; a directory
+    holding ``.jsonl`` files → those files (sorted by path); any other directory → itself
+    (read as per-sample ``.json`` files); a file → itself. A path that does not exist is
+    returned as given (the loader reports it).
+    """
+    return _expand_data_path(path)[0]
+
+
+def _expand_data_path(path: DataPath) -> tuple[list[Path], list[Problem]]:
+    """:func:`resolve_data_paths` plus the problems of the layout: a directory that mixes
+    ``.jsonl`` files with per-sample ``.json`` files is an error (one of them would be skipped)."""
+    if path is None or isinstance(path, (str, PathLike)):
+        items: list[Any] = [path]
+    else:
+        items = list(path)
+        if not items:
+            raise ValueError("no data path given: an empty list (use null for the bundled seeds)")
+    out: list[Path] = []
+    problems: list[Problem] = []
+    for item in items:
+        root = resolve_data_path(None if item is None else str(item))
+        jsonl = sorted(root.rglob("*.jsonl")) if root.is_dir() else []
+        if jsonl and any(p.name != "manifest.json" for p in root.rglob("*.json")):
+            problems.append(
+                Problem(str(root), 0, "path", "directory holds both .jsonl files and per-sample .json files",
+                        "one layout per directory; name the parts as a list: data.path=[A,B]")
+            )
+        out.extend(jsonl or [root])
+    return out, problems
+
+
+def data_sources(path: DataPath, dialogues: Iterable[Dialogue] = ()) -> list[dict[str, Any]]:
+    """Provenance of what ``path`` reads, one entry per file or per-sample directory:
+    ``path`` (``rescue_env/data/seeds`` for the bundled seeds), ``sha256`` (of the file's
+    bytes; for a directory, of each ``.json`` file's relative path and bytes in path order)
+    and, when ``dialogues`` (loaded from ``path``) are given, how many came from it."""
+    seeds = bundled_seeds_path().resolve()
+    ds = list(dialogues)
+    out: list[dict[str, Any]] = []
+    for root in resolve_data_paths(path):
+        digest = hashlib.sha256()
+        if root.is_dir():
+            files = sorted(p for p in root.rglob("*.json") if p.name != "manifest.json")
+            for f in files:
+                digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+            inside = {str(f) for f in files}
+            n = sum(d.origin[0] in inside for d in ds)
+        else:
+            digest.update(root.read_bytes())
+            n = sum(d.origin[0] == str(root) for d in ds)
+        name = "rescue_env/data/seeds" if root.resolve() == seeds else str(root)
+        entry: dict[str, Any] = {"path": name, "sha256": digest.hexdigest()}
+        if ds:
+            entry["dialogues"] = n
+        out.append(entry)
+    return out
+
+
+def describe_data_path(path: DataPath) -> str:
+    """A printable name of the data ``path`` reads (for summaries and provenance)."""
+    return ", ".join(str(p) for p in resolve_data_paths(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,7 +202,9 @@ class ValidationReport:
         total_rows = sum(rows_by_scn.values())
         lines = [f"{self.path}: {len(self.dialogues)} dialogues, {total_rows} rows"]
         for scn in sorted(by_scn):
-            lines.append(f"  {scn}: {by_scn[scn]} dialogues, {rows_by_scn[scn]} rows")
+            sizes = Counter(len(d.participants) for d in self.dialogues if d.scenario == scn)
+            members = ", ".join(f"{n} members × {k}" for n, k in sorted(sizes.items()))
+            lines.append(f"  {scn}: {by_scn[scn]} dialogues, {rows_by_scn[scn]} rows ({members})")
 
         def block(title: str, counts: Counter[str]) -> None:
             lines.append(f"{title}:")
@@ -144,9 +224,10 @@ class ValidationReport:
 # public API
 
 
-def load_dialogues(path: str | Path | None = None, *, strict: bool = False) -> list[Dialogue]:
-    """Load every dialogue under ``path`` (a ``.jsonl`` file, a ``.json`` file or a directory);
-    the bundled seeds when ``path`` is ``None``.
+def load_dialogues(path: DataPath = None, *, strict: bool = False) -> list[Dialogue]:
+    """Load every dialogue under ``path`` (a ``.jsonl`` file, a ``.json`` file, a directory,
+    or a list of those: see :func:`resolve_data_paths`); the bundled seeds when ``path`` is
+    ``None``. The one loader every command's ``data.path`` goes through.
 
     ``strict`` turns warnings (unknown strategy, pattern or utterance-type labels, a speaker
     missing from ``participants``…) into errors.
@@ -160,12 +241,37 @@ def load_dialogues(path: str | Path | None = None, *, strict: bool = False) -> l
     return report.dialogues
 
 
-def validate(path: str | Path | None = None, *, strict: bool = False) -> ValidationReport:
-    """Check and parse everything under ``path`` without raising on data problems."""
-    root = resolve_data_path(path)
-    report = ValidationReport(path=str(root))
-    problems: list[Problem] = []
+def validate(path: DataPath = None, *, strict: bool = False) -> ValidationReport:
+    """Check and parse everything under ``path`` (see :func:`load_dialogues`) without raising
+    on data problems. Groups larger than their scenario's default env are warnings (see
+    :func:`rescue_env.data.groups.group_size_warnings`)."""
+    from rescue_env.data.groups import group_size_warnings
+
+    roots, problems = _expand_data_path(path)
+    report = ValidationReport(path=", ".join(str(r) for r in roots))
     dialogues: list[Dialogue] = []
+    for root in roots:
+        _read_path(root, strict, dialogues, problems)
+
+    seen: dict[str, tuple[str, int]] = {}
+    for d in dialogues:
+        if d.sample_id in seen:
+            f, line = seen[d.sample_id]
+            problems.append(
+                Problem(d.origin[0], d.origin[1], "sample_id", f"duplicate {d.sample_id!r} (first at {f}:{line})", "unique sample ids")
+            )
+        else:
+            seen[d.sample_id] = d.origin
+
+    report.errors = [p for p in problems if p.severity == "error"]
+    report.warnings = [p for p in problems if p.severity == "warning"] + group_size_warnings(dialogues)
+    if not report.errors:
+        report.dialogues = dialogues
+    return report
+
+
+def _read_path(root: Path, strict: bool, dialogues: list[Dialogue], problems: list[Problem]) -> None:
+    """Parse one file or per-sample directory into ``dialogues``, its problems into ``problems``."""
     if not root.exists():
         problems.append(Problem(str(root), 0, "path", "does not exist", "a .jsonl file or a directory of .json files"))
     elif root.is_dir():
@@ -187,22 +293,6 @@ def validate(path: str | Path | None = None, *, strict: bool = False) -> Validat
         ds, ps = _read_jsonl(root, strict)
         problems.extend(ps)
         dialogues.extend(ds)
-
-    seen: dict[str, tuple[str, int]] = {}
-    for d in dialogues:
-        if d.sample_id in seen:
-            f, line = seen[d.sample_id]
-            problems.append(
-                Problem(d.origin[0], d.origin[1], "sample_id", f"duplicate {d.sample_id!r} (first at {f}:{line})", "unique sample ids")
-            )
-        else:
-            seen[d.sample_id] = d.origin
-
-    report.errors = [p for p in problems if p.severity == "error"]
-    report.warnings = [p for p in problems if p.severity == "warning"]
-    if not report.errors:
-        report.dialogues = dialogues
-    return report
 
 
 def write_jsonl(dialogues: Iterable[Dialogue], path: str | Path) -> Path:

@@ -1,7 +1,8 @@
-"""Client dynamics: the backend interface, the calibrated model, its parameters and fitting."""
+"""Client dynamics: the client-model interface, the calibrated model's statement, parameters and
+fitting (its arithmetic is the simulator core's, :mod:`rescue_env.core`)."""
 
 from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, Behaviour, ClientBackend, ClientTurn, TherapistMove
-from rescue_env.dynamics.calibrated import CalibratedBackend
+from rescue_env.dynamics.calibrated import CalibratedModel
 from rescue_env.dynamics.params import DynamicsParams, ScenarioParams
 from rescue_env.dynamics.text import TextBank
 
@@ -9,7 +10,7 @@ __all__ = [
     "TO_GROUP",
     "TO_THERAPIST",
     "Behaviour",
-    "CalibratedBackend",
+    "CalibratedModel",
     "ClientBackend",
     "ClientTurn",
     "DynamicsParams",

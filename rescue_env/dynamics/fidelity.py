@@ -24,7 +24,7 @@ import numpy as np
 
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.base import TherapistMove
-from rescue_env.dynamics.calibrated import CalibratedBackend
+from rescue_env.dynamics.calibrated import CalibratedModel
 from rescue_env.dynamics.fit import EFFECT_WINDOW, PriorStrength, extract_transitions, fit_scenario
 from rescue_env.dynamics.priors import pattern_states
 from rescue_env.state import StateTracker
@@ -43,6 +43,9 @@ class ScenarioFidelity:
     loglik_baseline: float = float("nan")
     #: strategy -> {"n", "real_mean", "real_sd", "sim_mean", "sim_sd"} and the raw deltas
     distress_change: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: held-out dialogues whose group the model cannot simulate whole (their transitions are
+    #: scored, their distress changes are not: never on a group cut to size)
+    not_simulated: list[str] = field(default_factory=list)
 
     @property
     def gain(self) -> float:
@@ -58,6 +61,7 @@ class ScenarioFidelity:
             "loglik_per_transition_baseline": self.loglik_baseline,
             "gain_nats": self.gain,
             "distress_change": self.distress_change,
+            "not_simulated": self.not_simulated,
         }
 
 
@@ -67,7 +71,7 @@ def _folds(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def _real_and_simulated(
-    dialogue: Dialogue, backend: CalibratedBackend, rng: np.random.Generator, sim_draws: int
+    dialogue: Dialogue, model: CalibratedModel, rng: np.random.Generator, sim_draws: int
 ) -> list[tuple[int, float, list[float]]]:
     """(strategy, real change, simulated changes) per addressed annotated member."""
     strats = strategies(dialogue.scenario)
@@ -97,11 +101,8 @@ def _real_and_simulated(
             after = next((a[i] for a in annotated_at[pos + 1 : pos + 1 + EFFECT_WINDOW] if i in a), None)
             if after is None:
                 continue
-            sims = []
-            for _ in range(sim_draws):
-                state = before.copy()
-                backend.step(state, TherapistMove(True, None, slots, s, row.strategy), rng)
-                sims.append(float(state.distress[i] - before.distress[i]))
+            distress, _ = model.simulate(before, TherapistMove(True, None, slots, s, row.strategy), sim_draws, rng)
+            sims = (distress[:, i] - before.distress[i]).tolist()
             out.append((s, after - float(before.distress[i]), sims))
     return out
 
@@ -132,12 +133,17 @@ def evaluate_fidelity(
             for t in extract_transitions(d):
                 marginal[t.dst] += 1
         marginal /= marginal.sum()
-        backend = CalibratedBackend(scenario, params)
+        model = CalibratedModel(scenario, params)
         for d in test:
             for t in extract_transitions(d):
                 ll_model.append(math.log(params.transition[t.action, t.src, t.dst]))
                 ll_base.append(math.log(marginal[t.dst]))
-            for s, delta, sims in _real_and_simulated(d, backend, rng, sim_draws):
+            cap = model.encoding(len(d.participants)).max_members
+            if len(d.participants) > cap:
+                # the model cannot simulate this group whole; a cut group would be another session
+                result.not_simulated.append(f"{d.sample_id} ({len(d.participants)} members; the {scenario} model simulates {cap})")
+                continue
+            for s, delta, sims in _real_and_simulated(d, model, rng, sim_draws):
                 real[s].append(delta)
                 sim[s].extend(sims)
     result.transitions = len(ll_model)
@@ -180,6 +186,9 @@ def format_fidelity(results: list[ScenarioFidelity]) -> str:
             else:
                 rows.append([r.scenario, name, 0, "-", "-"])
     out.append(tabulate(rows, headers=["scenario", "strategy", "n real", "real mean ± sd", "simulated mean ± sd"]))
+    for r in results:
+        if r.not_simulated:
+            out.append(f"{r.scenario}: distress change not simulated for {', '.join(r.not_simulated)}")
     return "\n".join(out)
 
 

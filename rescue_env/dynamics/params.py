@@ -166,3 +166,16 @@ class DynamicsParams:
                 raise FileNotFoundError(f"dynamics parameter file {p} does not exist (write one with `rescue calibrate`)")
             text = p.read_text(encoding="utf-8")
         return cls.from_dict(json.loads(text))
+
+
+def scenario_params(params: DynamicsParams | ScenarioParams | str | None, scenario: str) -> ScenarioParams:
+    """The calibrated parameters of ``scenario``: from an object, a parameter file, or the
+    packaged defaults (``None``)."""
+    if isinstance(params, ScenarioParams):
+        sp = params
+    else:
+        dp = params if isinstance(params, DynamicsParams) else DynamicsParams.load(params)
+        sp = dp[scenario]
+    if sp.scenario != scenario:
+        raise ValueError(f"parameters are for {sp.scenario!r}, the env is for {scenario!r}")
+    return sp

@@ -1,21 +1,23 @@
-"""Pieces both environment adapters share: seed data, backends, observations, episode books."""
+"""What every env adapter is built from: seed data and start states, parameters, the client
+model, spaces, reset options and action checks (:class:`Simulation`)."""
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
 from gymnasium import spaces
 
+from rescue_env.data.groups import check_group_sizes
 from rescue_env.data.loader import load_dialogues, resolve_data_path
 from rescue_env.data.schema import Dialogue
-from rescue_env.dynamics.base import ClientBackend, TherapistMove
-from rescue_env.dynamics.calibrated import CalibratedBackend
-from rescue_env.dynamics.params import DynamicsParams
+from rescue_env.config import EnvConfig
+from rescue_env.core import Core, StartTable, write_observation
+from rescue_env.dynamics.params import DynamicsParams, ScenarioParams, scenario_params
 from rescue_env.dynamics.text import TextBank
-from rescue_env.reward import RewardConfig, sigma_star
-from rescue_env.session import Session
+from rescue_env.reward import RewardConfig
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import patterns as scenario_patterns
@@ -33,96 +35,127 @@ def _cached_bank(path: str, scenario: str) -> TextBank:
 
 
 def seed_dialogues(data: str | Sequence[Dialogue] | None, scenario: str) -> tuple[list[Dialogue], TextBank]:
-    """Seed dialogues of ``scenario`` from a path (bundled seeds when ``None``) or a list,
-    with the retrieval corpus built from them."""
-    if data is None or isinstance(data, str):
+    """Seed dialogues of ``scenario`` from a path (bundled seeds when ``None``), a list of
+    paths, or a list of :class:`Dialogue`, with the retrieval corpus built from them."""
+    if data is None or isinstance(data, (str, os.PathLike)):
         key = str(resolve_data_path(data))
         dialogues = [d for d in _cached_dialogues(key) if d.scenario == scenario]
         bank = _cached_bank(key, scenario)
     else:
-        dialogues = [d for d in data if d.scenario == scenario]
+        items = list(data)
+        if items and all(isinstance(x, (str, os.PathLike)) for x in items):
+            items = load_dialogues(items)  # several data files or directories
+        dialogues = [d for d in items if d.scenario == scenario]
         bank = TextBank(dialogues)
     if not dialogues:
         raise ValueError(f"no {scenario} dialogue in the seed data ({data or 'bundled seeds'}); point data_path at a data set with {scenario} sessions")
     return dialogues, bank
 
 
-def make_backend(dynamics: str | ClientBackend, scenario: str, params: DynamicsParams | str | None = None) -> ClientBackend:
-    """A client backend by name (``"calibrated"``) or the instance given."""
-    if not isinstance(dynamics, str):
-        return dynamics
-    if dynamics == "calibrated":
-        return CalibratedBackend(scenario, params)
-    raise ValueError(f"unknown dynamics {dynamics!r}: use 'calibrated', or pass a backend instance (e.g. an LLM backend)")
+@lru_cache(maxsize=16)
+def _cached_starts(key: str, scenario: str, cap: int, min_prefix: int) -> StartTable:
+    dialogues = [d for d in _cached_dialogues(key) if d.scenario == scenario]
+    return StartTable(dialogues, scenario_patterns(scenario), cap, min_prefix)
 
 
-def start_session(env: Any, rng: np.random.Generator, options: dict[str, Any]) -> Session:
-    """A session of an env set up by :func:`configure_session_env`, on a seeded draw of
-    dialogue and cut row (``options`` may fix either: ``{"dialogue": sample_id, "start_row": k}``)."""
-    dialogues = env.dialogues
-    if "dialogue" in options:
-        matches = [d for d in dialogues if d.sample_id == options["dialogue"]]
-        if not matches:
-            raise ValueError(f"no seed dialogue {options['dialogue']!r}; have {[d.sample_id for d in dialogues]}")
-        dialogue = matches[0]
-    else:
-        dialogue = dialogues[int(rng.integers(len(dialogues)))]
-    n_rows = len(dialogue.rows)
+class Simulation:
+    """What an env is built from: settings, seed data and start states, the calibrated
+    parameters, the client model, the reward, spaces. Every adapter makes one, then a
+    :class:`~rescue_env.core.Core` of its size with :meth:`core`.
+
+    Args:
+        config: the env settings.
+        dynamics: ``"calibrated"``, or a client-model object whose clients respond after the
+            calibrated transition (an :class:`~rescue_env.llm.backend.LLMBackend`).
+        params: calibrated parameters (object or file; packaged defaults when ``None``).
+        data_path: seed dialogues: a path, a list of :class:`Dialogue`, or ``None`` (bundled).
+        reward: σ*'s weights (a :class:`RewardConfig` or a dict of them).
+    """
+
+    def __init__(
+        self,
+        config: EnvConfig,
+        *,
+        dynamics: Any = "calibrated",
+        params: DynamicsParams | ScenarioParams | str | None = None,
+        data_path: str | Sequence[Dialogue] | None = None,
+        reward: RewardConfig | dict[str, float] | None = None,
+    ):
+        self.config = config
+        scenario = config.scenario
+        if isinstance(dynamics, str):
+            if dynamics != "calibrated":
+                raise ValueError(f"unknown dynamics {dynamics!r}: use 'calibrated', or pass a client-model object (e.g. an LLMBackend)")
+            self.backend = None
+        else:
+            if not hasattr(dynamics, "arespond"):
+                raise TypeError(f"dynamics must be 'calibrated' or a client model with arespond() (an LLMBackend), got {type(dynamics).__name__}")
+            self.backend = dynamics
+            if params is None:
+                params = getattr(dynamics, "params", None)
+        self.params = scenario_params(params, scenario)
+        self.encoding = ActionEncoding(scenario, config.max_members)
+        self.dialogues, self.text_bank = seed_dialogues(data_path, scenario)
+        # a group larger than the spaces is refused by name: members are never dropped
+        check_group_sizes(self.dialogues, self.encoding.max_members)
+        if not isinstance(reward, RewardConfig):
+            reward = RewardConfig(**(reward or {}))
+        self.reward = reward
+        cap = self.encoding.max_members
+        if tuple(self.params.patterns) != tuple(scenario_patterns(scenario)):
+            raise ValueError(f"parameters list the patterns {self.params.patterns}, the {scenario} taxonomy has {scenario_patterns(scenario)}")
+        if data_path is None or isinstance(data_path, (str, os.PathLike)):
+            self.starts = _cached_starts(str(resolve_data_path(data_path)), scenario, cap, config.min_prefix)
+        else:
+            self.starts = StartTable(self.dialogues, scenario_patterns(scenario), cap, config.min_prefix)
+        self.observer = Observer(self.encoding, scenario_patterns(scenario), config.horizon)
+
+    def core(self, num_sessions: int) -> Core:
+        """A core of ``num_sessions`` sessions over this simulation."""
+        c = self.config
+        return Core(
+            self.params, self.encoding, self.reward, self.starts, num_sessions,
+            horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle,
+        )  # fmt: skip
+
+
+def episode_key(np_random: np.random.Generator) -> int:
+    """An episode key drawn from an env's seeded generator (the first episode after
+    ``reset(seed=...)``; later ones chain from it)."""
+    return int(np_random.integers(0, 2**63, dtype=np.uint64))
+
+
+def start_options(starts: StartTable, options: dict[str, Any] | None) -> tuple[int, int]:
+    """``reset`` options as (dialogue index, cut row), ``-1`` for "draw it":
+    ``{"dialogue": sample_id, "start_row": k}`` may fix either; other keys are ignored, as
+    gymnasium envs do (PettingZoo's API test passes some)."""
+    options = options or {}
+    dialogue = starts.index_of(options["dialogue"]) if "dialogue" in options else -1
+    row = -1
     if "start_row" in options:
-        start = int(options["start_row"])
-    else:
-        low = min(env.min_prefix, n_rows - 1)
-        start = int(rng.integers(low, n_rows)) if n_rows > 1 else 0
-    return Session(
-        dialogue, start, env.backend, env.encoding, rng, record=env.record_transcript, text_bank=env.text_bank, prefix_cache=env.prefix_cache
-    )
+        row = int(options["start_row"])
+        if dialogue < 0:
+            raise ValueError("reset option 'start_row' needs 'dialogue' too (cut rows differ between dialogues)")
+        n_rows = len(starts.dialogues[dialogue].rows)
+        if not 0 <= row <= n_rows:
+            raise ValueError(f"start_row={row} outside 0..{n_rows} for {starts.dialogues[dialogue].sample_id!r}")
+    return dialogue, row
 
 
-def configure_session_env(
-    env: Any,
-    scenario: str,
-    *,
-    dynamics: str | ClientBackend = "calibrated",
-    params: DynamicsParams | str | None = None,
-    data_path: str | Sequence[Dialogue] | None = None,
-    horizon: int = 30,
-    reward: RewardConfig | dict[str, float] | None = None,
-    max_members: int | None = None,
-    min_prefix: int = 2,
-    settle_threshold: float = 0.2,
-    settle_steps: int = 3,
-    terminate_on_settle: bool = True,
-    record_transcript: bool = False,
-    render_mode: str | None = None,
-) -> None:
-    """Validate the environment arguments shared by the Gymnasium and PettingZoo adapters
-    and set them on ``env`` (encoding, backend, seed dialogues, reward, episode end, observer).
-    See :class:`~rescue_env.envs.gym_env.GroupSupportEnv` for their meaning."""
-    if scenario not in ("couple", "family"):
-        raise ValueError(f"unknown scenario {scenario!r}: expected 'couple' or 'family'")
-    if horizon < 1:
-        raise ValueError(f"horizon must be at least 1, got {horizon}")
-    modes = env.metadata["render_modes"]
-    if render_mode is not None and render_mode not in modes:
-        raise ValueError(f"render_mode {render_mode!r} not supported; use one of {modes}")
-    env.scenario = scenario
-    env.encoding = ActionEncoding(scenario, max_members)
-    env.backend = make_backend(dynamics, scenario, params)
-    env.dialogues, env.text_bank = seed_dialogues(data_path, scenario)
-    env.horizon = int(horizon)
-    env.reward_cfg = reward if isinstance(reward, RewardConfig) else RewardConfig(**(reward or {}))
-    env.min_prefix = int(min_prefix)
-    env.settle_threshold = float(settle_threshold)
-    env.settle_steps = int(settle_steps)
-    env.terminate_on_settle = bool(terminate_on_settle)
-    env.record_transcript = bool(record_transcript) or render_mode == "ansi"
-    env.render_mode = render_mode
-    env.observer = Observer(env.encoding, scenario_patterns(scenario), env.horizon)
-    env.prefix_cache = {}  # seed-row states per (dialogue, cut): resets copy instead of replaying
+def check_action(action: Any, n_actions: int, space: Any) -> int:
+    """``action`` as an ``int`` in ``0..n_actions-1``; ``ValueError`` naming the space
+    otherwise (floats with a fraction, arrays of several values, out of range)."""
+    try:
+        a = int(action)
+    except (TypeError, ValueError):
+        raise ValueError(f"action {action!r} is not an integer in {space}") from None
+    if isinstance(action, bool) or a != action or not 0 <= a < n_actions:
+        raise ValueError(f"action {action!r} is not an integer in {space}")
+    return a
 
 
 class Observer:
-    """Builds the padded ``Dict`` observation of a session (see the Gym env's docstring)."""
+    """The padded ``Dict`` observation space and its flat layout (see the Gym env's docstring)."""
 
     def __init__(self, encoding: ActionEncoding, patterns: Sequence[str], horizon: int):
         self.cap = encoding.max_members
@@ -141,7 +174,7 @@ class Observer:
             }
         )
         # The flat layout is gymnasium's ``spaces.flatten`` of the Dict (keys in sorted order),
-        # so a policy trained on the vectorised env's flat vectors acts on ``flatten(space, obs)``.
+        # so a policy trained on the vector envs' flat vectors acts on ``flatten(space, obs)``.
         self.flat_space = spaces.flatten_space(self.space)
         assert list(self.space.spaces) == ["distress", "pattern", "present", "stance", "tempo", "untended"]
         self._slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
@@ -150,96 +183,27 @@ class Observer:
             size = int(np.prod(box.shape))
             self._slices[key] = (slice(start, start + size), box.shape)
             start += size
-        # precomputed pieces of the flat list: cheaper to concatenate than to build (hot path)
-        self._one_hot = np.eye(len(self.patterns) + 1).tolist()
-        self._present = {k: [1.0] * k + [0.0] * (cap - k) for k in range(1, cap + 1)}
-        self._zeros = [[0.0] * k for k in range(cap * cap + 1)]
 
-    def observe(self, session: Session) -> dict[str, np.ndarray]:
-        return self.observe_state(session.state, session.t, session.streak)
-
-    def flat_values(self, st: GroupState, t: int = 0, streak: int = 0) -> list[float]:
-        """The observation as a flat list in :attr:`flat_space` order (what the vectorised
-        env writes into its buffer; the ``Dict`` observation is built from it)."""
-        n, cap = st.n, self.cap
-        pad = self._zeros[cap - n]
-        k = self._index.get(st.pattern, len(self.patterns)) if st.pattern else len(self.patterns)
-        if n == cap:  # a full group (every couple) needs no padding
-            stance = st.stance.ravel().tolist()
-        else:
-            stance = []
-            for row in st.stance.tolist():
-                stance += row
-                stance += pad
-            stance += self._zeros[(cap - n) * cap]
-        tempo = [t / self.horizon if t < self.horizon else 1.0, streak / 3.0 if streak < 3 else 1.0]
-        untended = [0.1 * u if u < 10 else 1.0 for u in st.untended.tolist()]
-        return st.distress.tolist() + pad + self._one_hot[k] + self._present[n] + stance + tempo + untended + pad
+    def unflatten(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        """The ``Dict`` observation of a flat one (views of one copy of ``flat``)."""
+        flat = flat.copy()
+        return {key: flat[sl].reshape(shape) for key, (sl, shape) in self._slices.items()}
 
     def flatten(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         """A ``Dict`` observation as the flat vector a flat-observation policy takes
-        (gymnasium's ``spaces.flatten``; :meth:`flat_values` builds the same layout)."""
+        (gymnasium's ``spaces.flatten``)."""
         return spaces.flatten(self.space, observation)
 
     def observe_state(self, st: GroupState, t: int = 0, streak: int = 0) -> dict[str, np.ndarray]:
         """The observation of a bare state (e.g. one extracted from a real dialogue)."""
-        flat = np.array(self.flat_values(st, t, streak), np.float32)
-        return {key: flat[sl].reshape(shape) for key, (sl, shape) in self._slices.items()}
-
-
-class EpisodeBook:
-    """σ* bookkeeping of one episode: discounted return, component sums, peaks, untended
-    turns, settling."""
-
-    def __init__(self, session: Session, reward: RewardConfig, settle_threshold: float, settle_steps: int):
-        self.session = session
-        self.reward = reward
-        self.settle_threshold = settle_threshold
-        self.settle_steps = settle_steps
-        self.sigma_return = 0.0
-        self._discount = 1.0
-        self.components = {"mean_distress": 0.0, "stance": 0.0, "max_distress": 0.0, "intervention_cost": 0.0}
-        self.peak_max = session.state.max_distress()
-        self.untended_turns = [0] * session.n
-        self.invalid = 0
-        self._settled = 0
-
-    def record(self, move: TherapistMove, invalid: bool) -> tuple[float, dict[str, float]]:
-        """Book one step (after the session moved); returns the step reward and components."""
-        st: GroupState = self.session.state
-        reward, components = sigma_star(st, move.intervene, self.reward)
-        self.sigma_return += self._discount * reward
-        self._discount *= self.reward.gamma
-        for k, v in components.items():
-            self.components[k] += v
-        worst = -components["max_distress"] / self.reward.lam if self.reward.lam else st.max_distress()
-        self.peak_max = max(self.peak_max, worst)
-        self.invalid += invalid
-        turns = self.untended_turns
-        for i in range(len(turns)):
-            turns[i] += 1
-        if move.intervene:
-            for i in move.slots:
-                turns[i] -= 1
-        self._settled = self._settled + 1 if worst < self.settle_threshold else 0
-        return reward, components
-
-    @property
-    def settled(self) -> bool:
-        return self._settled >= self.settle_steps
-
-    def stats(self) -> dict[str, Any]:
-        st = self.session.state
-        return {
-            "steps": self.session.t,
-            "sigma_return": self.sigma_return,
-            "sigma": dict(self.components),
-            "final_max_distress": st.max_distress(),
-            "final_mean_distress": st.mean_distress(),
-            "peak_max_distress": self.peak_max,
-            "untended_turns": {m: int(x) for m, x in zip(self.session.members, self.untended_turns)},
-            "interventions": self.session.n_interventions,
-            "invalid_actions": self.invalid,
-            "seed_dialogue": self.session.dialogue.sample_id,
-            "start_row": self.session.start_row,
-        }
+        cap, n = self.cap, st.n
+        d = np.zeros(cap)
+        d[:n] = st.distress
+        g = np.zeros((cap, cap))
+        g[:n, :n] = st.stance
+        unt = np.zeros(cap, np.int64)
+        unt[:n] = st.untended
+        k = self._index.get(st.pattern, len(self.patterns)) if st.pattern else len(self.patterns)
+        flat = np.zeros((1, *self.flat_space.shape), np.float32)
+        write_observation(flat, 0, d[None], g[None], n, k, t, streak, unt[None], float(self.horizon), len(self.patterns))
+        return self.unflatten(flat[0])

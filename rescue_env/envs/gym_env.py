@@ -8,13 +8,22 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rescue_env.data.schema import Dialogue
-from rescue_env.dynamics.base import ClientBackend
+from rescue_env.concurrency import call_blocking
+from rescue_env.config import EnvConfig
+from rescue_env.core import I_INTERVENED, I_INTERVENTIONS, I_STEP_INVALID, I_STREAK, I_T, next_key
+from rescue_env.data.schema import Dialogue, Row
+from rescue_env.dynamics.base import Behaviour, ClientTurn, TherapistMove
 from rescue_env.dynamics.params import DynamicsParams
-from rescue_env.envs.common import EpisodeBook, configure_session_env, start_session
+from rescue_env.envs.common import Simulation, check_action, episode_key, start_options
 from rescue_env.reward import RewardConfig
-from rescue_env.session import Session, StepResult
+from rescue_env.session import Session
 from rescue_env.state import GroupState
+from rescue_env.taxonomy.labels import UTTERANCE_TYPES
+
+
+class ResetNeeded(RuntimeError):
+    """Raised by a step (or a read of the episode) when the env has no live episode: never
+    reset, or the episode terminated or was truncated."""
 
 
 class GroupSupportEnv(gym.Env):
@@ -69,12 +78,17 @@ class GroupSupportEnv(gym.Env):
     ``record_transcript=True`` also ``rows`` (the new benchmark rows).
 
     ## Arguments
-    ``scenario`` ("couple"/"family"), ``dynamics`` ("calibrated" or a backend instance),
-    ``params`` (parameter file or object for the calibrated backend), ``data_path`` (seed
-    dialogues: a path or a list of :class:`Dialogue`), ``horizon`` (30), ``reward``
-    (:class:`RewardConfig` or dict), ``max_members`` (family cap, 6), ``min_prefix`` (2),
-    ``settle_threshold`` (0.2), ``settle_steps`` (3), ``terminate_on_settle`` (True),
-    ``record_transcript`` (False), ``render_mode`` ("ansi" or "rgb_array").
+    ``scenario`` ("couple"/"family") and the other settings of
+    :class:`~rescue_env.config.EnvConfig` (``horizon`` 30, ``max_members``, ``min_prefix`` 2,
+    ``settle_threshold`` 0.2, ``settle_steps`` 3, ``terminate_on_settle``,
+    ``record_transcript``, ``render_mode``) as keywords or as ``config=EnvConfig(...)``;
+    ``dynamics`` ("calibrated" or an LLM client model), ``params`` (parameter file or
+    object of the calibrated model), ``data_path`` (seed dialogues: a path or a list of
+    :class:`Dialogue`), ``reward`` (:class:`RewardConfig` or dict).
+
+    The batched path is the vector env: ``gym.make_vec(id, num_envs=N,
+    vectorization_mode="vector_entry_point")`` (:class:`~rescue_env.envs.vector.GroupSupportVectorEnv`),
+    same episodes as ``"sync"`` for the same seeds.
 
     ## Version History
     * v0: initial version.
@@ -84,150 +98,217 @@ class GroupSupportEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str = "couple",
+        scenario: str | None = None,
         *,
-        dynamics: str | ClientBackend = "calibrated",
+        config: EnvConfig | None = None,
+        dynamics: Any = "calibrated",
         params: DynamicsParams | str | None = None,
         data_path: str | Sequence[Dialogue] | None = None,
-        horizon: int = 30,
         reward: RewardConfig | dict[str, float] | None = None,
-        max_members: int | None = None,
-        min_prefix: int = 2,
-        settle_threshold: float = 0.2,
-        settle_steps: int = 3,
-        terminate_on_settle: bool = True,
-        record_transcript: bool = False,
-        render_mode: str | None = None,
+        **settings: Any,
     ):
-        configure_session_env(
-            self,
-            scenario,
-            dynamics=dynamics,
-            params=params,
-            data_path=data_path,
-            horizon=horizon,
-            reward=reward,
-            max_members=max_members,
-            min_prefix=min_prefix,
-            settle_threshold=settle_threshold,
-            settle_steps=settle_steps,
-            terminate_on_settle=terminate_on_settle,
-            record_transcript=record_transcript,
-            render_mode=render_mode,
-        )
-        self.observation_space = self.observer.space
-        self.action_space = spaces.Discrete(self.encoding.n_actions)
+        if scenario is not None:
+            settings["scenario"] = scenario
+        self.config = EnvConfig.of(config, **settings)
+        self.sim = Simulation(self.config, dynamics=dynamics, params=params, data_path=data_path, reward=reward)
+        self.core = self.sim.core(1)
+        self.observation_space = self.sim.observer.space
+        self.action_space = spaces.Discrete(self.sim.encoding.n_actions)
+        self.render_mode = self.config.render_mode
         self.session: Session | None = None
-        self._mask = np.ones(self.encoding.n_actions, dtype=np.int8)
-        self._factored: tuple[np.ndarray, ...] = ()
-        self._masks_by_size: dict[int, tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}
-        self._last: StepResult | None = None
+        self._actions = np.zeros(1, np.int64)
+        self._key: int | None = None
+        self._done = False
+        self._text = ""
+        self._last: tuple[TherapistMove, list[Row]] | None = None
 
-    # -------------------------------------------------------------------------------------
-    def _get_obs(self) -> dict[str, np.ndarray]:
-        assert self.session is not None
-        return self.observer.observe(self.session)
+    # settings and parts ---------------------------------------------------------------------
+    scenario = property(lambda self: self.config.scenario, doc="``couple`` or ``family``.")
+    encoding = property(lambda self: self.sim.encoding, doc="The therapist's action encoding.")
+    backend = property(lambda self: self.sim.backend, doc="The LLM client model, or ``None`` (calibrated).")
+    dialogues = property(lambda self: self.sim.dialogues, doc="The seed dialogues.")
+    observer = property(lambda self: self.sim.observer, doc="Observation spaces and layout.")
+    record_transcript = property(lambda self: self.config.record_transcript, doc="Whether steps build benchmark rows.")
+    params = property(lambda self: self.sim.params, doc="The calibrated model's parameters (:class:`ScenarioParams`).")
 
-    def _info(self) -> dict[str, Any]:
-        assert self.session is not None
-        return {"state": self.session.state.copy(), "action_mask": self._mask.copy()}
-
-    def action_mask_factored(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(intervene[2], target[T], strategy[S])`` masks for factored action heads (also
-        in the reset ``info``; constant within an episode since the group is fixed)."""
-        return tuple(m.copy() for m in self._factored)  # type: ignore[return-value]
-
-    def action_masks(self) -> np.ndarray:
-        """Boolean mask of valid actions (the method sb3-contrib's MaskablePPO calls)."""
-        return self._mask.astype(bool)
-
-    @property
-    def state(self) -> GroupState:
-        """The live group state of the current episode."""
-        if self.session is None:
-            raise RuntimeError("call reset() before reading the state")
-        return self.session.state
-
-    # -------------------------------------------------------------------------------------
     @property
     def horizon(self) -> int:
         """Steps before truncation; setting it also rescales the observation's ``tempo``."""
-        return self._horizon
+        return self.config.horizon
 
     @horizon.setter
     def horizon(self, value: int) -> None:
-        if int(value) < 1:
-            raise ValueError(f"horizon must be at least 1, got {value}")
-        self._horizon = int(value)
-        observer = self.__dict__.get("observer")
-        if observer is not None:
-            observer.horizon = self._horizon
+        self.config = self.config.replace(horizon=value)
+        c = self.config
+        self.core.set_episode_end(horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle)
+        self.sim.observer.horizon = c.horizon
 
+    @property
+    def reward_cfg(self) -> RewardConfig:
+        """σ*'s weights (frozen; assign a new :class:`RewardConfig` to change them)."""
+        return self.core.reward
+
+    @reward_cfg.setter
+    def reward_cfg(self, value: RewardConfig) -> None:
+        if not isinstance(value, RewardConfig):
+            raise TypeError(f"reward_cfg must be a RewardConfig, got {type(value).__name__}")
+        self.core.set_reward(value)
+
+    # -------------------------------------------------------------------------------------
+    def action_mask_factored(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(intervene[2], target[T], strategy[S])`` masks for factored action heads (also
+        in the reset ``info``; constant within an episode since the group is fixed)."""
+        n = self._session().n
+        return tuple(m.copy() for m in self.core.factored_tables[n])  # type: ignore[return-value]
+
+    def action_masks(self) -> np.ndarray:
+        """Boolean mask of valid actions (the method sb3-contrib's MaskablePPO calls)."""
+        return self.core.mask_table[self._session().n].copy()
+
+    @property
+    def state(self) -> GroupState:
+        """The live group state of the current episode (a view; changing it changes nothing)."""
+        return self._session().state
+
+    def _session(self) -> Session:
+        if self.session is None:
+            raise ResetNeeded("call reset() before using the env")
+        return self.session
+
+    def say(self, text: str) -> None:
+        """The therapist's words for the next step's therapist row (e.g. an LLM therapist's
+        utterance); without it the row takes a retrieved line."""
+        self._text = str(text)
+
+    # -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        self._begin(seed, options)
-        return self._get_obs(), self._reset_info()
-
-    def _reset_info(self) -> dict[str, Any]:
-        info = self._info()
-        info["action_mask_factored"] = self.action_mask_factored()
-        return info
-
-    def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
-        """Start an episode (session, masks, σ* book) without building an observation or
-        info: the part of :meth:`reset` the vectorised env needs at every auto-reset."""
         super().reset(seed=seed)
-        self.session = start_session(self, self.np_random, options or {})
-        n = self.session.n
-        masks = self._masks_by_size.get(n)
-        if masks is None:  # fixed per group size: built once per env
-            masks = self._masks_by_size[n] = (self.encoding.mask(n), self.encoding.factored_mask(n))
-        self._mask, self._factored = masks
-        self.book = EpisodeBook(self.session, self.reward_cfg, self.settle_threshold, self.settle_steps)
+        spec = self.spec
+        if spec is not None and spec.max_episode_steps is not None and spec.max_episode_steps != self.horizon:
+            raise ValueError(
+                f"the TimeLimit wrapper truncates at {spec.max_episode_steps} steps but horizon={self.horizon}: "
+                f"pass max_episode_steps={self.horizon} to gym.make along with horizon"
+            )
+        dialogue, row = start_options(self.sim.starts, options)
+        key = episode_key(self.np_random) if seed is not None or self._key is None else int(next_key(np.uint64(self._key)))
+        self._key = key
+        self.core.reset([0], [key], [dialogue], [row])
+        self.session = self._new_session(key)
+        self._done = False
+        self._text = ""
         self._last = None
+        info = {"state": self.session.state.copy(), "action_mask": self.core.mask_table_int8[self.session.n].copy()}
+        info["action_mask_factored"] = self.action_mask_factored()
+        return self._obs(), info
+
+    def _new_session(self, key: int) -> Session:
+        dialogue, cut, members, snapshot = self.core.start_of(0)
+        c = self.config
+        return Session(dialogue, cut, members, snapshot.copy(), self.encoding, record=c.record_transcript, text_bank=self.sim.text_bank, text_seed=key)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return self.sim.observer.unflatten(self.core.obs[0])
 
     def step(self, action):
-        if self.session is None:
-            raise RuntimeError("call reset() before step()")
-        try:
-            a = int(action)
-        except (TypeError, ValueError):
-            raise ValueError(f"action {action!r} is not an integer in {self.action_space}") from None
-        if a != action or not 0 <= a < self.encoding.n_actions:
-            raise ValueError(f"action {action!r} outside {self.action_space}")
-        reward, components, terminated, truncated = self._advance(a)
-        result = self._last
-        assert result is not None
-        info = self._info()
-        info["sigma"] = components
-        info["intervened"] = result.move.intervene
-        info["invalid_action"] = result.invalid_action
-        if self.record_transcript:
-            info["rows"] = result.rows
-        if terminated or truncated:
-            info["sigma_return"] = self.book.sigma_return
-            info["episode_stats"] = self.book.stats()
-        return self._get_obs(), float(reward), terminated, truncated, info
+        move, before = self._begin_step(action)
+        if self.backend is None:
+            self.core.step(self._actions)
+            turns = self._model_turns() if self.config.record_transcript or self.render_mode else []
+        else:
+            turns = call_blocking(self._respond(move, before))
+        return self._end_step(move, turns, before)
 
-    def _advance(self, action: int) -> tuple[float, dict[str, float], bool, bool]:
-        """Move the session and the σ* book one step on a checked flat action: (reward,
-        components, terminated, truncated). Shared with the vectorised env, which builds
-        no per-step info."""
-        result = self.session.step(action)  # type: ignore[union-attr]
-        self._last = result
-        reward, components = self.book.record(result.move, result.invalid_action)
-        terminated = self.terminate_on_settle and self.book.settled
-        truncated = not terminated and self.session.t >= self.horizon  # type: ignore[union-attr]
-        return reward, components, terminated, truncated
+    async def astep(self, action, *, therapist_text: str = ""):
+        """:meth:`step` as a coroutine: an LLM client model's calls are awaited, so many
+        episodes share one event loop. ``therapist_text`` as with :meth:`say`."""
+        if therapist_text:
+            self.say(therapist_text)
+        move, before = self._begin_step(action)
+        if self.backend is None:
+            self.core.step(self._actions)
+            turns = self._model_turns() if self.config.record_transcript or self.render_mode else []
+        else:
+            turns = await self._respond(move, before)
+        return self._end_step(move, turns, before)
+
+    def _begin_step(self, action: Any) -> tuple[TherapistMove | None, str | None]:
+        """Check the action; the decoded move only where text is built (transcript, LLM)."""
+        session = self._session()
+        if self._done:
+            raise ResetNeeded("the episode has ended (terminated or truncated): call reset() before step()")
+        a = check_action(action, self.encoding.n_actions, self.action_space)
+        self._actions[0] = a
+        move = None
+        if self.config.record_transcript or self.backend is not None:
+            move, _ = session.move_for(a, self._text)
+        self._text = ""
+        return move, session.state.pattern
+
+    def _model_turns(self) -> list[ClientTurn]:
+        return [ClientTurn(slot, UTTERANCE_TYPES[utype], addressee) for slot, utype, addressee in self.core.turns(0)]
+
+    async def _respond(self, move: TherapistMove, pattern_before: str | None, behaviours: dict[int, Behaviour | None] | None = None) -> list[ClientTurn]:
+        """The LLM client model's step: the calibrated transition says who speaks (and moves
+        the silent members), the speakers' self-reports set their distress and stances."""
+        session = self._session()
+        self.core.transition(self._actions)
+        session.state = self.core.state_view(0, session.state)
+        turns = await self.backend.arespond(
+            session, move, self._model_turns(), pattern_before=pattern_before, seed=self.core.step_seed(0), behaviours=behaviours
+        )
+        st = session.state
+        self.core.set_state(0, distress=st.distress, stance=st.stance, pattern=st.pattern)
+        self.core.set_turns(0, [(t.slot, UTTERANCE_TYPES.index(t.utterance_type), t.addressee) for t in turns])
+        self.core.finish()
+        return turns
+
+    def _end_step(self, move: TherapistMove, turns: list[ClientTurn], pattern_before: str | None):
+        session = self._session()
+        core = self.core
+        i = core.I[0]
+        session.t, session.streak, session.n_interventions = int(i[I_T]), int(i[I_STREAK]), int(i[I_INTERVENTIONS])
+        # a new state object per step: the one in this info is not changed by later steps
+        session.state = core.state_view(0, session.state)
+        rows = session.record_step(move, turns, pattern_before)
+        self._last = (move, rows)
+        terminated, truncated = bool(core.terminated[0]), bool(core.truncated[0])
+        info: dict[str, Any] = {
+            "state": session.state,
+            "action_mask": core.mask_table_int8[session.n].copy(),
+            "sigma": core.step_components(0),
+            "intervened": bool(i[I_INTERVENED]),
+            "invalid_action": bool(i[I_STEP_INVALID]),
+        }
+        if self.config.record_transcript:
+            info["rows"] = rows
+        if terminated or truncated:
+            self._done = True
+            stats = core.stats(0)
+            info["sigma_return"] = stats["sigma_return"]
+            info["episode_stats"] = stats
+        return self._obs(), float(core.rewards[0]), terminated, truncated, info
+
+    def episode_stats(self) -> dict[str, Any]:
+        """The current episode's figures so far (as in the final ``info["episode_stats"]``)."""
+        self._session()
+        return self.core.stats(0)
 
     # -------------------------------------------------------------------------------------
     def render(self):
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array' to make()")
             return None
-        if self.session is None:
-            raise RuntimeError("call reset() before render()")
+        session = self._session()
         from rescue_env.envs.render import render_ansi, render_rgb
 
         if self.render_mode == "ansi":
-            return render_ansi(self.session, self._last)
-        return render_rgb(self.session)
+            return render_ansi(session, self._last)
+        return render_rgb(session)
+
+    def close(self) -> None:
+        """Release what the env holds: the LLM client model's connections included."""
+        backend = self.backend
+        if backend is not None and hasattr(backend, "close"):
+            backend.close()
+        self.session = None
+        super().close()

@@ -30,13 +30,15 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 from pettingzoo.utils import wrappers
 from pettingzoo.utils.conversions import parallel_to_aec
 
+from rescue_env.concurrency import call_blocking
+from rescue_env.core import FREE, SILENT
 from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, Behaviour
-from rescue_env.envs.common import EpisodeBook, configure_session_env, start_session
+from rescue_env.envs.common import check_action
+from rescue_env.envs.gym_env import GroupSupportEnv, ResetNeeded
 from rescue_env.session import Session
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES
 
@@ -46,14 +48,18 @@ THERAPIST_AGENT = "therapist"
 class GroupSupportParallelEnv(ParallelEnv):
     """Multi-agent view of a simulated session (see the module docstring)."""
 
-    metadata = {"name": "rescue_group_support_v0", "render_modes": ["ansi", "rgb_array"], "is_parallelizable": True}
+    metadata = {"name": "rescue_group_support_v0", "render_modes": ["ansi", "rgb_array"], "render_fps": 2, "is_parallelizable": True}
 
-    def __init__(self, scenario: str = "couple", **kwargs: Any):
+    def __init__(self, scenario: str | None = None, **kwargs: Any):
         """``scenario`` and the keyword arguments of
-        :class:`~rescue_env.envs.gym_env.GroupSupportEnv` (dynamics, params, data_path,
-        horizon, reward, max_members, min_prefix, settle_threshold, settle_steps,
-        terminate_on_settle, record_transcript, render_mode)."""
-        configure_session_env(self, scenario, **kwargs)
+        :class:`~rescue_env.envs.gym_env.GroupSupportEnv` (``config=`` or the
+        :class:`~rescue_env.config.EnvConfig` settings, ``dynamics``, ``params``,
+        ``data_path``, ``reward``)."""
+        # the therapist's env, N = 1: the core, the session view, σ*, masks are its own
+        self.single = GroupSupportEnv(scenario, **kwargs)
+        self.render_mode = self.single.render_mode
+        observer = self.single.observer
+        self.encoding = self.single.encoding
         cap = self.encoding.max_members
         self.n_utterances = len(UTTERANCE_TYPES)
         self.n_addressees = cap + 2
@@ -61,7 +67,7 @@ class GroupSupportParallelEnv(ParallelEnv):
         n_client_actions = 1 + self.n_utterances * self.n_addressees
         self._observation_spaces = {
             THERAPIST_AGENT: spaces.Dict(
-                {"observation": self.observer.space, "action_mask": spaces.Box(0, 1, (self.encoding.n_actions,), np.int8)}
+                {"observation": observer.space, "action_mask": spaces.Box(0, 1, (self.encoding.n_actions,), np.int8)}
             )
         }
         self._action_spaces: dict[str, spaces.Space] = {THERAPIST_AGENT: spaces.Discrete(self.encoding.n_actions)}
@@ -69,14 +75,29 @@ class GroupSupportParallelEnv(ParallelEnv):
             agent = f"client_{i}"
             self._observation_spaces[agent] = spaces.Dict(
                 {
-                    "observation": spaces.Dict({**self.observer.space.spaces, "self": spaces.Box(0.0, 1.0, (cap,), np.float32)}),
+                    "observation": spaces.Dict({**observer.space.spaces, "self": spaces.Box(0.0, 1.0, (cap,), np.float32)}),
                     "action_mask": spaces.Box(0, 1, (n_client_actions,), np.int8),
                 }
             )
             self._action_spaces[agent] = spaces.Discrete(n_client_actions)
+        #: the global state's space (the therapist's observation, flattened)
+        self.state_space = observer.flat_space
         self.agents: list[str] = []
-        self.session: Session | None = None
-        self._np_random, _ = seeding.np_random(None)
+
+    @property
+    def session(self) -> Session | None:
+        """The current episode's view (members, state, transcript)."""
+        return self.single.session
+
+    scenario = property(lambda self: self.single.scenario)
+    backend = property(lambda self: self.single.backend)
+    observer = property(lambda self: self.single.observer)
+    reward_cfg = property(lambda self: self.single.reward_cfg)
+    horizon = property(lambda self: self.single.horizon)
+    record_transcript = property(lambda self: self.single.record_transcript)
+    config = property(lambda self: self.single.config)
+    dialogues = property(lambda self: self.single.dialogues)
+    params = property(lambda self: self.single.params)
 
     # spaces (same object every call) -----------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:
@@ -113,94 +134,97 @@ class GroupSupportParallelEnv(ParallelEnv):
         return np.concatenate([np.ones(1, np.int8), np.tile(per_type, self.n_utterances)])
 
     # observations -------------------------------------------------------------------------------
-    def _observations(self) -> dict[str, Any]:
-        assert self.session is not None
-        shared = self.observer.observe(self.session)
+    def _observations(self, shared: dict[str, np.ndarray]) -> dict[str, Any]:
+        session = self.single._session()
         obs: dict[str, Any] = {THERAPIST_AGENT: {"observation": shared, "action_mask": self._therapist_mask.copy()}}
         cap = self.encoding.max_members
-        for i in range(self.session.n):
+        for i in range(session.n):
             me = np.zeros(cap, np.float32)
             me[i] = 1.0
             obs[f"client_{i}"] = {"observation": {**shared, "self": me}, "action_mask": self._client_masks[i].copy()}
         return obs
 
-    def _infos(self) -> dict[str, dict[str, Any]]:
-        assert self.session is not None
-        infos: dict[str, dict[str, Any]] = {THERAPIST_AGENT: {"state": self.session.state.copy()}}
-        for i, name in enumerate(self.session.members):
+    def _client_infos(self, infos: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for i, name in enumerate(self.single._session().members):
             infos[f"client_{i}"] = {"name": name}
         return infos
 
     # API ----------------------------------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
-        if seed is not None:
-            self._np_random, _ = seeding.np_random(seed)
-        self.session = start_session(self, self._np_random, options or {})
-        n = self.session.n
-        self._therapist_mask = self.encoding.mask(n)
+        shared, info = self.single.reset(seed=seed, options=options)
+        n = self.single._session().n
+        self._therapist_mask = info["action_mask"]
         self._client_masks = [self._client_mask(i, n) for i in range(n)]
-        self.book = EpisodeBook(self.session, self.reward_cfg, self.settle_threshold, self.settle_steps)
         self.agents = [THERAPIST_AGENT] + [f"client_{i}" for i in range(n)]
-        return self._observations(), self._infos()
+        return self._observations(shared), self._client_infos({THERAPIST_AGENT: {"state": info["state"]}})
 
     def step(self, actions: dict[str, int]):
-        if self.session is None or not self.agents:
-            raise RuntimeError("call reset() before step() (the episode may have ended)")
+        if self.single.session is None or not self.agents:
+            raise ResetNeeded("call reset() before step() (the episode may have ended)")
         if THERAPIST_AGENT not in actions:
             raise ValueError(f"actions must include {THERAPIST_AGENT!r}; got {sorted(actions)}")
         unknown = set(actions) - set(self.agents)
         if unknown:
             raise ValueError(f"actions for agents not in the episode: {sorted(unknown)}; live agents are {self.agents}")
-        session = self.session
+        single = self.single
+        session = single._session()
         n = session.n
-        therapist_action = int(actions[THERAPIST_AGENT])
+        core = single.core
         behaviours: dict[int, Behaviour | None] = {}
         for i in range(n):
             agent = f"client_{i}"
             if agent in actions:
-                a = int(actions[agent])
-                valid = 0 <= a < len(self._client_masks[i]) and self._client_masks[i][a]
-                behaviours[i] = self.decode_client_action(a) if valid else None
-        # slots absent from `behaviours` are played by the backend's own client model
-        result = session.step(therapist_action, behaviours=behaviours or None)
-        reward, components = self.book.record(result.move, result.invalid_action)
+                a = check_action(actions[agent], len(self._client_masks[i]), self._action_spaces[agent])
+                # a masked client action (oneself, an absent member) is played as silence
+                behaviours[i] = self.decode_client_action(a) if self._client_masks[i][a] else None
+        move, before = single._begin_step(actions[THERAPIST_AGENT])
+        # slots absent from `behaviours` are played by the client model
+        core.BT[0, :] = FREE
+        for i, b in behaviours.items():
+            core.BT[0, i] = SILENT if b is None else b.utterance_type
+            core.BA[0, i] = 0 if b is None else b.addressee
+        try:
+            if single.backend is None:
+                core.step(single._actions)
+                turns = single._model_turns() if single.record_transcript or self.render_mode else []
+            else:
+                turns = call_blocking(single._respond(move, before, behaviours or None))
+        finally:
+            core.BT[0, :] = FREE
+        shared, reward, terminated, truncated, info = single._end_step(move, turns, before)
         st = session.state
-        terminated = self.terminate_on_settle and self.book.settled
-        truncated = not terminated and session.t >= self.horizon
         rewards = {THERAPIST_AGENT: float(reward)}
+        beta = single.reward_cfg.beta
         for i in range(n):
             warmth = float(st.stance[i].sum() / (n - 1)) if n > 1 else 0.0
-            rewards[f"client_{i}"] = float(-st.distress[i] + self.reward_cfg.beta * warmth)
-        observations = self._observations()
-        infos = self._infos()
-        infos[THERAPIST_AGENT].update(sigma=components, intervened=result.move.intervene, invalid_action=result.invalid_action)
-        if self.record_transcript:
-            infos[THERAPIST_AGENT]["rows"] = result.rows
-        if terminated or truncated:
-            infos[THERAPIST_AGENT]["sigma_return"] = self.book.sigma_return
-            infos[THERAPIST_AGENT]["episode_stats"] = self.book.stats()
+            rewards[f"client_{i}"] = float(-st.distress[i] + beta * warmth)
+        observations = self._observations(shared)
+        infos = self._client_infos({THERAPIST_AGENT: info})
         terminations = {a: terminated for a in self.agents}
         truncations = {a: truncated for a in self.agents}
         if terminated or truncated:
             self.agents = []
         return observations, rewards, terminations, truncations, infos
 
-    def render(self):
-        if self.render_mode is None or self.session is None:
-            return None
-        from rescue_env.envs.render import render_ansi, render_rgb
+    def say(self, text: str) -> None:
+        """The therapist's words for the next step's therapist row (see ``GroupSupportEnv.say``)."""
+        self.single.say(text)
 
-        return render_ansi(self.session, None) if self.render_mode == "ansi" else render_rgb(self.session)
+    def render(self):
+        if self.render_mode is None or self.single.session is None:
+            return None
+        return self.single.render()
 
     def close(self) -> None:
-        self.session = None
+        """Release what the env holds (an LLM client model's connections included)."""
+        self.single.close()
+        self.agents = []
 
     def state(self) -> np.ndarray:
-        """Global state vector (the therapist's observation, flattened)."""
-        if self.session is None:
-            raise RuntimeError("call reset() before state()")
-        return self.observer.flatten(self.observer.observe(self.session))
-
+        """Global state vector (the therapist's observation, flattened; see ``state_space``)."""
+        if self.single.session is None:
+            raise ResetNeeded("call reset() before state()")
+        return self.single.core.obs[0].copy()
 
 def parallel_env(scenario: str = "couple", **kwargs: Any) -> GroupSupportParallelEnv:
     """The ``ParallelEnv`` (see the module docstring for agents, spaces and rewards)."""

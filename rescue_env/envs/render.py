@@ -9,7 +9,8 @@ import numpy as np
 from rescue_env.data.schema import Row
 
 if TYPE_CHECKING:
-    from rescue_env.session import Session, StepResult
+    from rescue_env.dynamics.base import TherapistMove
+    from rescue_env.session import Session
 
 
 def format_row(row: Row) -> str:
@@ -19,11 +20,12 @@ def format_row(row: Row) -> str:
     return f"{row.primary_speaker} → {target} [{label or '-'}]: {row.dialogue_cleaned}"
 
 
-def render_ansi(session: Session, last: StepResult | None) -> str:
-    """The rows of the last step (the last seed rows before the first step) and the state."""
-    rows = last.rows if last is not None else session.rows[-4:]
+def render_ansi(session: Session, last: tuple[TherapistMove, list[Row]] | None) -> str:
+    """The rows of the last step (``(move, rows)``; the last seed rows before the first
+    step) and the state."""
+    rows = last[1] if last is not None else session.rows[-4:]
     lines = [f"t={session.t} " + session.state.summary()]
-    if last is not None and not last.move.intervene:
+    if last is not None and not last[0].intervene:
         lines.append("Therapist keeps listening")
     lines.extend(format_row(r) for r in rows)
     return "\n".join(lines) + "\n"

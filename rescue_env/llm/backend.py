@@ -2,11 +2,11 @@
 
 Each step, in order:
 
-1. **Who speaks.** The calibrated model's step runs on a copy of the state with the episode's
-   generator (a *shadow* step): its turn choice says who speaks (one client, a second with
-   the pattern's probability; speakers drawn by being addressed and by distress), and its
-   pattern draw is ρ_{t+1} under ``annotator="calibrated"``. Slots fixed by ``behaviours``
-   (the PettingZoo view) speak or stay silent as given.
+1. **Who speaks.** The simulator core runs the calibrated transition first
+   (:meth:`rescue_env.core.Core.transition`): its turn choice says who speaks (one client, a
+   second with the pattern's probability; speakers drawn by being addressed and by
+   distress), and its pattern draw is ρ_{t+1} under ``annotator="calibrated"``. Slots fixed
+   by client agents (the PettingZoo view) speak or stay silent as given.
 2. **What they say.** Each speaker's persona (:mod:`rescue_env.llm.personas`: name, role, the
    transcript so far, their private emotion and views) answers in JSON: utterance, utterance
    type, addressee, emotion, intensity 1-10, and a stance toward each other member
@@ -15,22 +15,21 @@ Each step, in order:
    Policy-driven slots chose their turn before the step, so they answer in the first round.
 3. **State.** A speaker's distress becomes ``distress_of(emotion, intensity)`` and their
    stance row takes the reported valences (s_t^i and G_t from self-reports). Silent members,
-   and stance entries a speaker did not report, follow the shadow step (the calibrated
-   model's therapist effect, bucket and ripple effects), so a member the therapist
-   addressed moves even when someone else answers.
-4. **Pattern.** ``annotator="calibrated"``: the shadow step's transition draw;
+   and stance entries a speaker did not report, keep the calibrated transition's values
+   (therapist effect, bucket and ripple effects), so a member the therapist addressed moves
+   even when someone else answers. The env writes the result into the core, which books
+   σ* and builds the observation as for the calibrated model.
+4. **Pattern.** ``annotator="calibrated"``: the transition's draw;
    ``annotator="llm"``: an :class:`~rescue_env.llm.annotator.LLMAnnotator` call over the
    latest turns.
 
-Rows come out in the benchmark schema as with the calibrated backend: the backend returns
+Rows come out in the benchmark schema as with the calibrated model: the backend returns
 :class:`~rescue_env.dynamics.base.ClientTurn` objects carrying text and self-reports, and the
 :class:`~rescue_env.session.Session` writes the rows.
 
-Sync and async: ``step`` (the :class:`~rescue_env.dynamics.base.ClientBackend` protocol, so
-``GroupSupportEnv(dynamics=backend)`` works) runs the calls to completion itself;
-:meth:`LLMBackend.astep` is the coroutine, and :meth:`LLMBackend.prefetch` does a step's calls
-ahead of a synchronous ``env.step`` so that many episodes run concurrently on one event loop
-(:func:`rescue_env.rollout.arun_episode`). A call that fails for good raises
+:meth:`LLMBackend.arespond` is a coroutine: ``GroupSupportEnv.astep`` awaits it, so many
+episodes run concurrently on one event loop (:func:`rescue_env.rollout.arun_episode`);
+``GroupSupportEnv.step`` runs it to completion. A call that fails for good raises
 :class:`~rescue_env.llm.errors.LLMCallFailed`; the episode runners record the episode as
 failed with its reason.
 """
@@ -38,7 +37,6 @@ failed with its reason.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 import weakref
@@ -48,9 +46,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from rescue_env.concurrency import call_blocking
 from rescue_env.data.schema import THERAPIST, Dialogue
 from rescue_env.dynamics.base import Behaviour, ClientTurn, TherapistMove
-from rescue_env.dynamics.calibrated import CalibratedBackend
 from rescue_env.dynamics.params import DynamicsParams, ScenarioParams
 from rescue_env.llm import prompts
 from rescue_env.llm.annotator import LLMAnnotator
@@ -71,18 +69,6 @@ T = TypeVar("T")
 
 #: Values of ``dynamics.annotator``.
 ANNOTATORS = ("calibrated", "llm")
-
-
-def call_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code: on a fresh event loop, or, when this
-    thread already runs one (a notebook, an async caller of a sync API), on a worker thread's
-    loop while this thread waits."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rescue-llm") as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def client_from_config(llm: Any) -> LLMClient:
@@ -121,17 +107,9 @@ class ClientAnswer:
 
 @dataclass
 class _Outcome:
-    shadow: GroupState
     answers: list[ClientAnswer]
     pattern: str | None
     lines: list[str]
-
-
-def _move_key(move: TherapistMove, behaviours: dict[int, Behaviour | None] | None) -> tuple:
-    fixed = None
-    if behaviours is not None:
-        fixed = tuple(sorted((s, None if b is None else (b.utterance_type, b.addressee)) for s, b in behaviours.items()))
-    return (move.intervene, move.target, tuple(move.slots), move.strategy, move.text, fixed)
 
 
 class LLMBackend:
@@ -140,11 +118,9 @@ class LLMBackend:
     Args:
         scenario: ``"couple"`` or ``"family"``.
         client: the run's :class:`LLMClient` (one per run: it bounds concurrency).
-        params: calibrated-model parameters for the shadow step (packaged defaults when None).
-        annotator: ``"calibrated"`` (the shadow step's pattern draw) or ``"llm"``.
-        dialogues: seed dialogues, to find the transcript of an episode the backend was not
-            :meth:`attach`-ed to (matched by members and cut row); the bundled seeds (the
-            envs' default data) when None.
+        params: calibrated-model parameters of the transition that precedes the clients'
+            answers (packaged defaults when None; the env's ``params`` win when given).
+        annotator: ``"calibrated"`` (the transition's pattern draw) or ``"llm"``.
         window: transcript lines a persona or the annotator sees (the most recent).
     """
 
@@ -157,139 +133,79 @@ class LLMBackend:
         *,
         params: DynamicsParams | ScenarioParams | str | None = None,
         annotator: str = "calibrated",
-        dialogues: Sequence[Dialogue] | None = None,
         window: int = 16,
     ) -> None:
         if annotator not in ANNOTATORS:
             raise ValueError(f"annotator must be one of {ANNOTATORS}, not {annotator!r} (dynamics.annotator)")
         self.scenario = scenario
         self.client = client
-        self.calibrated = CalibratedBackend(scenario, params)
+        self.params = params
         self.annotator = annotator
         self.llm_annotator = LLMAnnotator(client, scenario, window=window) if annotator == "llm" else None
-        self._dialogues = None if dialogues is None else [d for d in dialogues if d.scenario == scenario]
         self.window = window
         self._memories: dict[int, EpisodeMemory] = {}
-        self._prefetched: dict[int, tuple[tuple, _Outcome]] = {}
 
     def __repr__(self) -> str:
         return f"LLMBackend(scenario={self.scenario!r}, annotator={self.annotator!r}, client={self.client!r})"
 
+    def close(self) -> None:
+        """Close the client's connections (``GroupSupportEnv.close`` calls this)."""
+        aclose = getattr(self.client, "aclose", None)
+        if aclose is not None:  # the client reconnects if it is used again
+            call_blocking(aclose())
+
     # episode memory ---------------------------------------------------------------------------
     def attach(self, session: Session, *, tag: str | None = None) -> EpisodeMemory:
-        """Start the personas of ``session``'s episode from its seed dialogue and cut; they hear
-        the session's own rows when it records them. ``tag`` accounts the episode's calls
-        under ``client.usage(tag)``. Runners call this after ``reset``; without it the
-        backend finds the seed dialogue among ``dialogues`` itself."""
-        return self._remember(session.state, EpisodeMemory(session.state, session.dialogue, session.start_row, session=session, tag=tag))
+        """Start the personas of ``session``'s episode from its seed dialogue and cut; ``tag``
+        accounts the episode's calls under ``client.usage(tag)``. Without it the memory is
+        made at the episode's first step (untagged)."""
+        memory = EpisodeMemory(session.state, session.dialogue, session.start_row, session=session, tag=tag)
+        return self._remember(session, memory)
 
-    def memory(self, state: GroupState) -> EpisodeMemory:
-        """The episode memory of ``state`` (made on first sight)."""
-        memory = self._memories.get(id(state))
+    def memory(self, session: Session) -> EpisodeMemory:
+        """The episode memory of ``session`` (made on first sight)."""
+        memory = self._memories.get(id(session))
         if memory is None:
-            dialogue, start = self._find_seed(state)
-            memory = self._remember(state, EpisodeMemory(state, dialogue, start))
+            memory = self.attach(session)
         return memory
 
-    def _remember(self, state: GroupState, memory: EpisodeMemory) -> EpisodeMemory:
-        key = id(state)
+    def _remember(self, session: Session, memory: EpisodeMemory) -> EpisodeMemory:
+        key = id(session)
         if key not in self._memories:
-            # forget the episode with its state object (ids are reused after collection)
-            weakref.finalize(state, self._forget, key)
+            # forget the episode with its session (ids are reused after collection)
+            weakref.finalize(session, self._memories.pop, key, None)
         self._memories[key] = memory
-        self._prefetched.pop(key, None)
         return memory
-
-    def _forget(self, key: int) -> None:
-        self._memories.pop(key, None)
-        self._prefetched.pop(key, None)
-
-    @property
-    def dialogues(self) -> list[Dialogue]:
-        """Seed dialogues of the scenario the backend matches episodes against."""
-        if self._dialogues is None:
-            from rescue_env.data import load_dialogues
-
-            self._dialogues = [d for d in load_dialogues() if d.scenario == self.scenario]
-        return self._dialogues
-
-    def _find_seed(self, state: GroupState) -> tuple[Dialogue | None, int]:
-        matches = []
-        for d in self.dialogues:
-            if tuple(d.participants[: state.n]) != state.members:
-                continue
-            if state.row_index == 0:
-                matches.append((d, 0))
-            matches += [(d, k + 1) for k, r in enumerate(d.rows) if r.row_index == state.row_index]
-        if len(matches) == 1:
-            return matches[0]
-        log.debug("no unique seed dialogue for %s at row %d: personas start from the state alone", state.members, state.row_index)
-        return None, 0
 
     # the step -----------------------------------------------------------------------------------
-    def step(
+    async def arespond(
         self,
-        state: GroupState,
+        session: Session,
         move: TherapistMove,
-        rng: np.random.Generator,
+        planned: list[ClientTurn],
         *,
-        streak: int = 0,
+        pattern_before: str | None,
+        seed: int,
         behaviours: dict[int, Behaviour | None] | None = None,
     ) -> list[ClientTurn]:
-        """The :class:`~rescue_env.dynamics.base.ClientBackend` step: uses the outcome
-        :meth:`prefetch` computed for this state and move, else makes the calls now."""
-        memory = self.memory(state)
-        ready = self._prefetched.pop(id(state), None)
-        if ready is not None and ready[0] == (memory.step, _move_key(move, behaviours)):
-            outcome = ready[1]
-        else:
-            if ready is not None:
-                log.warning("prefetched LLM step does not match the move played; computing it again")
-            outcome = call_blocking(self._compute(memory, state, move, rng, streak, behaviours))
-        return self._apply(state, memory, outcome)
-
-    async def astep(
-        self,
-        state: GroupState,
-        move: TherapistMove,
-        rng: np.random.Generator,
-        *,
-        streak: int = 0,
-        behaviours: dict[int, Behaviour | None] | None = None,
-    ) -> list[ClientTurn]:
-        """The step as a coroutine (same effect as :meth:`step`)."""
-        memory = self.memory(state)
-        outcome = await self._compute(memory, state, move, rng, streak, behaviours)
-        return self._apply(state, memory, outcome)
-
-    async def prefetch(
-        self,
-        state: GroupState,
-        move: TherapistMove,
-        rng: np.random.Generator,
-        *,
-        streak: int = 0,
-        behaviours: dict[int, Behaviour | None] | None = None,
-    ) -> None:
-        """Make this step's LLM calls now; the next :meth:`step` with the same state and move
-        (the one ``env.step`` makes) applies them without network. Draws from ``rng`` exactly
-        what ``step`` would, so prefetched and direct episodes are the same."""
-        memory = self.memory(state)
-        outcome = await self._compute(memory, state, move, rng, streak, behaviours)
-        self._prefetched[id(state)] = ((memory.step, _move_key(move, behaviours)), outcome)
+        """The speakers ``planned`` by the calibrated transition answer as their personas;
+        their self-reports overwrite ``session.state`` (which holds the transition's result)
+        in place, and the pattern too under ``annotator="llm"``. Returns the client turns with
+        their text. ``seed`` seeds the step's LLM calls when the client config asks for seeds."""
+        memory = self.memory(session)
+        outcome = await self._compute(memory, session.state, move, planned, pattern_before, seed, behaviours)
+        return self._apply(session.state, memory, outcome)
 
     async def _compute(
         self,
         memory: EpisodeMemory,
         state: GroupState,
         move: TherapistMove,
-        rng: np.random.Generator,
-        streak: int,
+        planned: list[ClientTurn],
+        pattern_before: str | None,
+        base_seed: int,
         behaviours: dict[int, Behaviour | None] | None,
     ) -> _Outcome:
-        shadow = state.copy()
-        planned = self.calibrated.step(shadow, move, rng, streak=streak, behaviours=behaviours)
-        base_seed = int(rng.integers(2**31 - 1))
         history = memory.history()
         lines: list[str] = []
         if move.intervene:
@@ -336,21 +252,21 @@ class LLMBackend:
             answers.append(a)
             lines.append(self._line(memory, a))
 
-        pattern = shadow.pattern
+        pattern = state.pattern
         if self.llm_annotator is not None and lines:
             seed = None if self.client.config.seed is None else (base_seed + state.n) % (2**31 - 1)
-            pattern = await self.llm_annotator.label(memory.members, history + lines, state.pattern, seed=seed, tag=memory.tag)
+            pattern = await self.llm_annotator.label(memory.members, history + lines, pattern_before, seed=seed, tag=memory.tag)
         elif self.llm_annotator is not None:
-            pattern = state.pattern  # nothing was said: nothing to re-label
-        return _Outcome(shadow, answers, pattern, lines)
+            pattern = pattern_before  # nothing was said: nothing to re-label
+        return _Outcome(answers, pattern, lines)
 
     @staticmethod
     def _line(memory: EpisodeMemory, a: ClientAnswer) -> str:
         return prompts.line(memory.members[a.slot], memory.label_of(a.addressee), a.utterance)
 
     def _apply(self, state: GroupState, memory: EpisodeMemory, outcome: _Outcome) -> list[ClientTurn]:
-        distress = outcome.shadow.distress.copy()
-        stance = outcome.shadow.stance.copy()
+        distress = state.distress.copy()
+        stance = state.stance.copy()
         for a in outcome.answers:
             distress[a.slot] = distress_of(a.emotion, a.intensity)
             persona = memory.personas[a.slot]
@@ -361,8 +277,8 @@ class LLMBackend:
             state.emotion[a.slot] = a.emotion
             state.intensity[a.slot] = float(a.intensity)
         np.fill_diagonal(stance, 0.0)
-        state.distress[:] = np.clip(distress, 0.0, 1.0)
-        state.stance[:] = np.clip(stance, -1.0, 1.0)
+        state.distress = np.clip(distress, 0.0, 1.0)
+        state.stance = np.clip(stance, -1.0, 1.0)
         state.pattern = outcome.pattern
         memory.lines.extend(outcome.lines)
         memory.step += 1
@@ -420,19 +336,6 @@ class LLMBackend:
         )
 
 
-def make_llm_backend(cfg: Any, scenario: str, *, client: LLMClient | None = None, dialogues: Sequence[Dialogue] | None = None) -> LLMBackend:
-    """The LLM backend of a rollout config (``dynamics``, ``llm`` and ``data`` groups).
-
-    ``client`` shares one :class:`LLMClient` across scenarios (built from ``cfg.llm`` when
-    None); ``dialogues`` are the seed dialogues (loaded from ``cfg.data.path`` when None).
-    """
-    if client is None:
-        client = client_from_config(cfg.llm)
-    if dialogues is None:
-        from rescue_env.data import load_dialogues
-
-        dialogues = load_dialogues(cfg.data.path)
-    return LLMBackend(scenario, client, params=cfg.dynamics.params, annotator=str(cfg.dynamics.annotator), dialogues=dialogues)
 
 
 class LLMClientPolicy:
@@ -468,10 +371,7 @@ class LLMClientPolicy:
         session = self.env.session
         if session is None:
             raise RuntimeError("reset() the env before asking its client policies")
-        memory = self.backend.memory(session.state)
-        if memory.session is not session:
-            memory.bind(session)
-        return memory
+        return self.backend.memory(session)
 
     async def aact(self, observation: Any = None, action_mask: np.ndarray | None = None) -> int:
         """The client's flat action for this step (0 = silent), as a coroutine."""

@@ -63,7 +63,8 @@ def default_role(name: str, scenario: str, others: list[str], roles: dict[str, s
     if roles and roles.get(name):
         return str(roles[name])
     if scenario == "couple":
-        return f"one partner of a couple (with {others[0]})" if others else "one partner of a couple"
+        # the release's "couple" may have three partners: name every other one
+        return f"one partner of a couple (with {', '.join(others)})" if others else "one partner of a couple"
     return f"a member of the family (with {', '.join(others)})"
 
 
@@ -135,7 +136,8 @@ class EpisodeMemory:
 
     def stance_row(self, slot: int) -> Any:
         """Row ``slot`` of the live G_t (zeros once the episode's state is gone)."""
-        state = self._state()
+        session = self.session
+        state = session.state if session is not None else self._state()
         return state.stance[slot] if state is not None else [0.0] * len(self.members)
 
     def label_of(self, addressee: int) -> str:

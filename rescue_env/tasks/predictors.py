@@ -34,6 +34,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from rescue_env.data.groups import check_group_sizes
 from rescue_env.data.schema import THERAPIST, Dialogue, Row
 from rescue_env.state import GroupState, StateTracker
 from rescue_env.tasks.instances import (
@@ -420,11 +421,39 @@ class RandomPredictor(_FittedBaseline):
 
 
 def encoding_for(scenario: str, n_members: int) -> ActionEncoding:
-    """The scenario's default action encoding, widened for a family larger than its cap."""
+    """The scenario's default action encoding, widened for a group larger than its default
+    cap (a family of 7; a couple of three where the encoding takes it). Raises ``ValueError``
+    when the encoding cannot hold ``n_members`` (never a smaller group)."""
     default = DEFAULT_MAX_MEMBERS[scenario]
-    if scenario == "family" and n_members > default:
+    if n_members > default:
         return ActionEncoding(scenario, max_members=n_members)
     return ActionEncoding(scenario)
+
+
+def check_agent_groups(agent: Any, scenario: str, dialogues: Sequence[Dialogue]) -> None:
+    """Raise :class:`~rescue_env.data.GroupSizeError` naming every ``scenario`` dialogue whose
+    group ``agent`` cannot rank over: larger than the action encoding takes, or than a
+    trained policy's observations hold (its ``observer``). Agent predictions use every member."""
+    ds = [d for d in dialogues if d.scenario == scenario]
+    observer = getattr(agent, "observer", None)
+    if observer is not None:  # a trained policy: its spaces fix the group size
+        check_group_sizes(ds, observer.cap, remedy=f"this policy was trained on groups of at most {observer.cap}; "
+                          "evaluate it on data it can see whole, or retrain with env.max_members large enough")
+    if not ds:
+        return
+    cap = max(len(d.participants) for d in ds)
+    while cap > 1 and not _encodable(scenario, cap):
+        cap -= 1
+    check_group_sizes(ds, cap, remedy=f"the {scenario} action encoding takes at most {cap} members; evaluate this sample "
+                      "with predictor=prior, majority, random or llm, or leave it out of data.path")
+
+
+def _encodable(scenario: str, n_members: int) -> bool:
+    try:
+        encoding_for(scenario, n_members)
+    except ValueError:
+        return False
+    return True
 
 
 class AgentPredictor(BasePredictor):
@@ -466,6 +495,8 @@ class AgentPredictor(BasePredictor):
         return self._agents[scenario]
 
     def prepare(self, task: str, profile: str, dialogues: Sequence[Dialogue]) -> None:
+        for scenario in sorted({d.scenario for d in dialogues}):
+            check_agent_groups(self.agent(scenario), scenario, dialogues)
         if task == "rpp" and self.pattern_classifier is None:
             data = self.fit_dialogues if self.fit_dialogues is not None else list(dialogues)
             self.pattern_classifier = CarryForwardPatternClassifier().fit(data)

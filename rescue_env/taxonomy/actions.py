@@ -71,8 +71,9 @@ class ActionEncoding:
         self.scenario: Scenario = scenario  # type: ignore[assignment]
         default = DEFAULT_MAX_MEMBERS[scenario]
         self.max_members = default if max_members is None else int(max_members)
-        if scenario == "couple" and self.max_members != 2:
-            raise ValueError(f"a couple has exactly 2 members, got max_members={self.max_members}")
+        if scenario == "couple" and not 2 <= self.max_members <= 3:
+            # the release's "couple" is the kind of relationship: some have three partners
+            raise ValueError(f"couple max_members must be 2 or 3 (partners), got {self.max_members}")
         if scenario == "family" and not 2 <= self.max_members <= 8:
             raise ValueError(f"family max_members must be within 2..8, got {self.max_members}")
         self.strategy_names: tuple[str, ...] = strategies(scenario)

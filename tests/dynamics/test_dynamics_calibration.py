@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rescue_env.data import load_dialogues
-from rescue_env.dynamics import CalibratedBackend, DynamicsParams, ScenarioParams
+from rescue_env.dynamics import CalibratedModel, DynamicsParams, ScenarioParams
 from rescue_env.dynamics.fidelity import evaluate_fidelity, format_fidelity, plot_fidelity
 from rescue_env.dynamics.fit import extract_effects, extract_transitions, fit_params, fit_scenario, prior_params
 from rescue_env.dynamics.priors import transition_prior
@@ -131,7 +131,7 @@ def test_params_file_errors(fitted, tmp_path):
     with pytest.raises(ValueError, match="sum to 1"):
         replace(sp, transition=bad)
     with pytest.raises(ValueError, match="couple"):
-        CalibratedBackend("family", sp)
+        CalibratedModel("family", sp)
 
 
 @pytest.mark.parametrize("scenario", ["couple", "family"])
@@ -205,10 +205,37 @@ def test_rescue_calibrate_cli(tmp_path):
     params = DynamicsParams.load(run / "dynamics_params.json")
     assert params.provenance["scenarios"]["couple"]["transitions"] > 0
     for scenario in ("couple", "family"):
-        be = CalibratedBackend(scenario, str(run / "dynamics_params.json"))
+        be = CalibratedModel(scenario, str(run / "dynamics_params.json"))
         np.testing.assert_allclose(be.params.transition, params[scenario].transition)
         env = GroupSupportEnv(scenario, params=str(run / "dynamics_params.json"), horizon=3)
         env.reset(seed=0)
         assert np.isfinite(env.step(0)[1])
     # the saved Hydra config names the run
     assert (run / ".hydra" / "config.yaml").is_file()
+
+
+def test_rescue_calibrate_on_both_real_slices(real_subset_path, real_more_path, tmp_path):
+    """``data.path=[A,B]``: one fit on the subset and the second slice (the three-partner couple
+    with all three members), each file named in the provenance with its sha256."""
+    import hashlib
+
+    from rescue_cli_helpers import invoke
+
+    run = tmp_path / "both"
+    res = invoke(["calibrate", f"hydra.run.dir={run}", f"data.path=[{real_subset_path},{real_more_path}]", "folds=3", "sim_draws=5"])
+    assert res.rc == 0, res.err[-3000:]
+    assert "aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members (Lorena, Aryn, Josh): fitted on all of them" in res.out
+    params = DynamicsParams.load(run / "dynamics_params.json")
+    data = params.provenance["data"]
+    assert [d["path"] for d in data] == [str(real_subset_path), str(real_more_path)]
+    assert [d["dialogues"] for d in data] == [10, 5]
+    assert [d["sha256"] for d in data] == [hashlib.sha256(p.read_bytes()).hexdigest() for p in (real_subset_path, real_more_path)]
+    both = load_dialogues([real_subset_path, real_more_path])
+    assert params.provenance["scenarios"]["couple"]["dialogues"] == sum(d.scenario == "couple" for d in both) == 14
+    fid = json.loads((run / "fidelity.json").read_text())
+    (couple,) = [s for s in fid["scenarios"] if s["scenario"] == "couple"]
+    assert couple["dialogues"] == 14 and math.isfinite(couple["gain_nats"])
+    # the couple model simulates two partners: the three-partner session's distress changes are
+    # left out by name (its transitions are scored), never simulated on a group cut to two
+    assert couple["not_simulated"] == ["aryn_josh_and_lorena/009_s04e09_ct34_segment04 (3 members; the couple model simulates 2)"]
+    assert "couple: distress change not simulated for aryn_josh_and_lorena/009_s04e09_ct34_segment04 (3 members" in res.out

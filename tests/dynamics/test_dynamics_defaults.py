@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from rescue_env.data import load_dialogues
-from rescue_env.dynamics import CalibratedBackend, DynamicsParams, TherapistMove
+from rescue_env.dynamics import CalibratedModel, DynamicsParams, TherapistMove
 from rescue_env.dynamics.fit import UNTENDED_FLOOR, fit_params
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.labels import patterns, strategies
 
-SHARED_SUBSET = Path(__file__).resolve().parents[3] / "shared" / "data" / "rescue-bench-subset" / "benchmark_subset.jsonl"
+#: paths in the defaults' provenance are relative to the repository root (where the fit script runs)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _couple_state(pattern: str, distress=(0.5, 0.5), stance=0.0) -> GroupState:
@@ -65,7 +66,7 @@ def test_pursue_withdraw_persists_longest_in_simulation(couple):
     """One-step stay rates measured by stepping the backend from each pattern: under
     listening and under uniformly random moves, pursue-withdraw stays most often."""
     sp, pw, _, _ = couple
-    be = CalibratedBackend("couple", sp)
+    be = CalibratedModel("couple", sp)
     rng = np.random.default_rng(0)
     n_s = len(sp.strategies)
     trials = 2500
@@ -91,7 +92,7 @@ def test_repair_softening_can_fall_back_to_attack_attack(couple):
     sp, _, rs, aa = couple
     assert (sp.transition[:, rs, aa] > 0).all()  # under listening and under every strategy
     # and it is observed: stepping from repair-softening while listening
-    be = CalibratedBackend("couple", sp)
+    be = CalibratedModel("couple", sp)
     rng = np.random.default_rng(1)
     trials = 4000
     falls = 0
@@ -140,7 +141,7 @@ def test_defaults_keep_the_clinical_directions(defaults):
 
 
 def test_defaults_untended_distress_persists_in_pursue_withdraw(defaults):
-    be = CalibratedBackend("couple", defaults)
+    be = CalibratedModel("couple", defaults)
     finals = []
     for seed in range(100):
         rng = np.random.default_rng(seed)
@@ -156,9 +157,20 @@ def test_defaults_respect_the_untended_growth_floor(defaults, scenario):
     assert defaults[scenario].untended_growth >= UNTENDED_FLOOR
 
 
-@pytest.mark.skipif(not SHARED_SUBSET.exists(), reason="the shared real subset is not available")
 def test_defaults_are_reproduced_by_refitting_their_sources(defaults):
-    refit = fit_params(load_dialogues() + load_dialogues(SHARED_SUBSET))
+    """The provenance names each data set with its sha256 and the command; refitting exactly
+    those files gives the packaged numbers (skipped where a real data file is not beside the repo)."""
+    from rescue_env.data import bundled_seeds_path, data_sources
+
+    data = defaults.provenance["data"]
+    assert data[0]["path"] == "rescue_env/data/seeds" and defaults.provenance["command"].startswith("python scripts/fit_default_params.py")
+    paths = [None if d["path"] == "rescue_env/data/seeds" else REPO / d["path"] for d in data]
+    missing = [p for p in paths if p is not None and not p.exists()]
+    if missing:
+        pytest.skip(f"the defaults' real data is not here: {missing}")
+    assert [s["sha256"] for s in data_sources(paths)] == [d["sha256"] for d in data], "the data changed since the defaults were fitted"
+    assert data_sources(None)[0]["path"] == "rescue_env/data/seeds" and bundled_seeds_path().is_dir()
+    refit = fit_params(load_dialogues(paths))
     for scenario in ("couple", "family"):
         assert refit.provenance["scenarios"][scenario]["transitions"] == defaults.provenance["scenarios"][scenario]["transitions"]
         got, want = refit[scenario].to_dict(), defaults[scenario].to_dict()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rescue_env.dynamics import CalibratedBackend, TherapistMove
+from rescue_env.dynamics import CalibratedModel, TherapistMove
 from rescue_env.taxonomy.labels import strategies
 
 SCENARIOS = ("couple", "family")
@@ -27,7 +27,7 @@ def _move(scenario: str, slots: tuple[int, ...], strategy: str) -> TherapistMove
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_untended_distress_feeds_on_itself_exactly(scenario, fixed_params, make_state):
     sp = fixed_params(scenario, isolate=True, untended_growth=0.05)
-    be = CalibratedBackend(scenario, sp)
+    be = CalibratedModel(scenario, sp)
     d0 = [0.6, 0.3, 0.1][: 2 if scenario == "couple" else 3]
     st = make_state(scenario, d0, 0.0, None)
     be.step(st, LISTEN, np.random.default_rng(0))
@@ -41,7 +41,7 @@ def test_untended_distress_feeds_on_itself_exactly(scenario, fixed_params, make_
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_sidelining_the_worst_off_member_costs_extra(scenario, fixed_params, make_state):
     sp = fixed_params(scenario, isolate=True, sideline_penalty=0.04)
-    be = CalibratedBackend(scenario, sp)
+    be = CalibratedModel(scenario, sp)
     d0 = [0.8, 0.3, 0.2][: 2 if scenario == "couple" else 3]
     st = make_state(scenario, d0, 0.0, None)
     be.step(st, _move(scenario, (1,), "join"), np.random.default_rng(0))
@@ -67,7 +67,7 @@ def test_untended_high_distress_persists_or_rises(scenario, fixed_params, make_s
     """Full model (noise, utterances, contagion, pattern changes) with fixed prior
     parameters: a highly distressed member nobody addresses stays at least as distressed
     over 20 steps, while addressing them brings the distress down."""
-    be = CalibratedBackend(scenario, fixed_params(scenario, quiet=False))
+    be = CalibratedModel(scenario, fixed_params(scenario, quiet=False))
     d0 = [0.8, 0.4, 0.35][: 2 if scenario == "couple" else 3]
     seeds = range(80)
     never = _run(be, make_state, scenario, d0, -0.3, "pursue_withdraw", lambda t: LISTEN, 20, seeds)
@@ -89,7 +89,7 @@ def test_untended_high_distress_persists_or_rises(scenario, fixed_params, make_s
 
 # --- ripple effect ---------------------------------------------------------------------------
 def test_distress_spreads_along_a_hostile_edge_exactly(fixed_params, make_state):
-    be = CalibratedBackend("couple", fixed_params("couple", isolate=True, contagion=0.2))
+    be = CalibratedModel("couple", fixed_params("couple", isolate=True, contagion=0.2))
     out = {}
     for name, g in (("hostile", -0.8), ("warm", 0.8), ("one_sided", [[0, -0.8], [0.8, 0]])):
         st = make_state("couple", [0.9, 0.2], g, None)
@@ -103,7 +103,7 @@ def test_distress_spreads_along_a_hostile_edge_exactly(fixed_params, make_state)
 
 
 def test_family_ripple_follows_the_hostile_edge_not_the_warm_one(fixed_params, make_state):
-    be = CalibratedBackend("family", fixed_params("family", isolate=True, contagion=0.2))
+    be = CalibratedModel("family", fixed_params("family", isolate=True, contagion=0.2))
     g = np.array([[0, -0.8, 0.8], [-0.8, 0, 0.0], [0.8, 0.0, 0]])
     st = make_state("family", [0.9, 0.2, 0.2], g, None)
     for _ in range(5):
@@ -118,7 +118,7 @@ def test_ripple_with_the_full_model(scenario, fixed_params, make_state):
     """Two states identical but for the sign of the stances: with the same seed the less
     distressed member's distress rises more across the hostile edge — in every draw after
     one step, and on average after ten."""
-    be = CalibratedBackend(scenario, fixed_params(scenario, quiet=False))
+    be = CalibratedModel(scenario, fixed_params(scenario, quiet=False))
     d0 = [0.9, 0.2, 0.2][: 2 if scenario == "couple" else 3]
     one, ten = [], []
     for seed in range(60):
@@ -146,7 +146,7 @@ def test_ripple_with_the_full_model(scenario, fixed_params, make_state):
 def test_repair_join_enact_soften_the_addressed_members_stances(scenario, strategy, fixed_params, make_state, priors_only):
     soften = priors_only[scenario].soften
     sp = fixed_params(scenario, isolate=True, soften=soften)
-    be = CalibratedBackend(scenario, sp)
+    be = CalibratedModel(scenario, sp)
     n = 2 if scenario == "couple" else 3
     st = make_state(scenario, [0.5] * n, -0.2, None)
     s = strategies(scenario).index(strategy)
@@ -161,7 +161,7 @@ def test_repair_join_enact_soften_the_addressed_members_stances(scenario, strate
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_fatigue_and_group_share_scale_the_move(scenario, fixed_params, make_state, priors_only):
     sp = fixed_params(scenario, isolate=True, soften=priors_only[scenario].soften, fatigue=0.5, group_share=0.5)
-    be = CalibratedBackend(scenario, sp)
+    be = CalibratedModel(scenario, sp)
     s = strategies(scenario).index("repair")
     n = 2 if scenario == "couple" else 3
     st = make_state(scenario, [0.5] * n, 0.0, None)
@@ -180,7 +180,7 @@ def test_fatigue_and_group_share_scale_the_move(scenario, fixed_params, make_sta
 def test_stances_harden_in_attack_patterns(scenario, hostile, warm, fixed_params, make_state, priors_only):
     # mechanism: only the pattern's pull acts; the pattern is held fixed
     sp = fixed_params(scenario, isolate=True, sticky=True, harden=priors_only[scenario].harden)
-    be = CalibratedBackend(scenario, sp)
+    be = CalibratedModel(scenario, sp)
     n = 2 if scenario == "couple" else 3
     for pattern, direction in ((hostile, -1), (warm, +1)):
         st = make_state(scenario, [0.5] * n, 0.1, pattern)
@@ -191,7 +191,7 @@ def test_stances_harden_in_attack_patterns(scenario, hostile, warm, fixed_params
             assert st.pattern == pattern
         assert all(direction * (b - a) > 0 for a, b in zip(means, means[1:])), (pattern, means)
     # full model, pattern held: stances end colder in the attack pattern than in the warm one
-    full = CalibratedBackend(scenario, fixed_params(scenario, quiet=False, sticky=True))
+    full = CalibratedModel(scenario, fixed_params(scenario, quiet=False, sticky=True))
     end = {}
     for pattern in (hostile, warm):
         vals = []
@@ -220,7 +220,7 @@ def test_stances_harden_in_attack_patterns(scenario, hostile, warm, fixed_params
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_fixed_parameters_and_seed_give_identical_steps(scenario, fixed_params, make_state):
-    be = CalibratedBackend(scenario, fixed_params(scenario, quiet=False))
+    be = CalibratedModel(scenario, fixed_params(scenario, quiet=False))
     n = 2 if scenario == "couple" else 4
     runs = []
     for _ in range(2):

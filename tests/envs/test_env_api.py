@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import warnings
 
@@ -95,7 +96,7 @@ def test_invalid_constructor_arguments():
     with pytest.raises(ValueError, match="render_mode"):
         GroupSupportEnv("couple", render_mode="human")
     with pytest.raises(ValueError, match="max_members"):
-        GroupSupportEnv("couple", max_members=3)
+        GroupSupportEnv("couple", max_members=4)
     with pytest.raises(ValueError, match="dynamics"):
         GroupSupportEnv("couple", dynamics="oracle")
     with pytest.raises(ValueError, match="parallel|scenario"):
@@ -130,24 +131,28 @@ def test_aec_api_test(scenario):
     api_test(aec_env(scenario=scenario), num_cycles=100)
 
 
-def test_factories_take_the_gym_env_kwargs():
-    # the parallel env forwards its kwargs to the same validator the gym env calls
-    from rescue_env.envs.common import configure_session_env
+def test_the_env_settings_are_listed_once():
+    """Every constructor takes the EnvConfig settings as keywords (or ``config=``) and lists
+    none of them itself; an unknown setting is refused by name."""
+    from rescue_env.config import EnvConfig
+    from rescue_env.envs import GroupSupportVecEnv, GroupSupportVectorEnv
 
-    gym_params = dict(inspect.signature(GroupSupportEnv.__init__).parameters)
-    shared = dict(inspect.signature(configure_session_env).parameters)
-    gym_params.pop("self")
-    shared.pop("env")
-    assert list(gym_params) == list(shared)
-    for name in list(gym_params)[1:]:  # scenario is positional and required in the validator
-        assert gym_params[name].default == shared[name].default, name
-    with pytest.raises(TypeError, match="horizn"):
-        GroupSupportParallelEnv("couple", horizn=3)
+    settings = {f.name for f in dataclasses.fields(EnvConfig)}
+    for ctor in (GroupSupportEnv, GroupSupportVectorEnv, GroupSupportVecEnv):
+        named = set(inspect.signature(ctor.__init__).parameters)
+        assert not (named & (settings - {"scenario"})), ctor
+        assert {"config", "dynamics", "params", "data_path", "reward"} <= named
+    for make in (lambda: GroupSupportParallelEnv("couple", horizn=3), lambda: GroupSupportEnv("couple", horizn=3)):
+        with pytest.raises(TypeError, match="horizn"):
+            make()
+    cfg = EnvConfig(scenario="family", horizon=7, max_members=5)
+    assert GroupSupportEnv(config=cfg).config == cfg
+    assert GroupSupportEnv(config=cfg, horizon=9).horizon == 9
 
 
 @pytest.mark.parametrize("factory", [parallel_env, raw_env, aec_env], ids=["parallel_env", "raw_env", "env"])
 def test_factories_pass_scenario_and_kwargs(factory, seeds):
-    family = [d for d in seeds if d.scenario == "family"]
+    family = [d for d in seeds if d.scenario == "family" and len(d.participants) <= 4]
     params = DynamicsParams.load()
     e = factory(
         scenario="family",
@@ -168,9 +173,9 @@ def test_factories_pass_scenario_and_kwargs(factory, seeds):
     assert par.possible_agents == ["therapist", "client_0", "client_1", "client_2", "client_3"]
     assert par.horizon == 3
     assert par.reward_cfg.lam == 0.0 and par.reward_cfg.gamma == 0.5
-    assert par.backend.params is params["family"]
+    assert par.params is params["family"]
     assert [d.sample_id for d in par.dialogues] == [d.sample_id for d in family]
-    assert par.record_transcript and not par.terminate_on_settle and par.render_mode == "ansi"
+    assert par.record_transcript and not par.config.terminate_on_settle and par.render_mode == "ansi"
     assert par.action_space("therapist").n == ActionEncoding("family", 4).n_actions
 
 
@@ -218,7 +223,7 @@ def test_episode_ends_when_the_group_settles(scenario):
         _, _, term, trunc, info = env.step(0)
     assert term and not trunc and info["episode_stats"]["steps"] == 3 and "sigma_return" in info
     # a threshold nobody reaches never terminates; the horizon truncates
-    env = GroupSupportEnv(scenario, settle_threshold=-1.0, horizon=6)
+    env = GroupSupportEnv(scenario, settle_threshold=0.0, horizon=6)
     env.reset(seed=0)
     for t in range(6):
         _, _, term, trunc, info = env.step(0)

@@ -73,14 +73,20 @@ def test_small_family_masks_absent_members(small_family):
         assert mask[a]
 
 
-def test_family_cap_leaves_extra_members_out(seeds):
+def test_a_family_larger_than_the_cap_is_refused_by_name(seeds):
+    """Members are never left out: a seed family larger than ``max_members`` is an error that
+    names it; a cap that fits the group plays it whole."""
+    from rescue_env.data import GroupSizeError
+
     big = max((d for d in seeds if d.scenario == "family"), key=lambda d: len(d.participants))
     cap = len(big.participants) - 1
-    env = GroupSupportEnv("family", max_members=cap)
+    with pytest.raises(GroupSizeError, match=big.sample_id):
+        GroupSupportEnv("family", max_members=cap)
+    env = GroupSupportEnv("family", max_members=cap + 1, data_path=[big])
     _, info = env.reset(seed=0, options={"dialogue": big.sample_id})
-    assert env.session.members == tuple(big.participants[:cap])
-    assert env.action_space.n == ActionEncoding("family", cap).n_actions
-    assert env.observation_space["distress"].shape == (cap,)
+    assert env.session.members == tuple(big.participants)
+    assert env.action_space.n == ActionEncoding("family", cap + 1).n_actions
+    assert env.observation_space["distress"].shape == (cap + 1,)
     assert info["action_mask"].all()  # the group fills the cap
 
 
@@ -104,8 +110,8 @@ def test_masked_action_is_played_as_listening(small_family):
         assert ra == rb and ia["state"] == ib["state"]
         for k in oa:
             np.testing.assert_array_equal(oa[k], ob[k])
-    assert a_env.book.stats()["invalid_actions"] == 3
-    assert b_env.book.stats()["invalid_actions"] == 0
+    assert a_env.episode_stats()["invalid_actions"] == 3
+    assert b_env.episode_stats()["invalid_actions"] == 0
 
 
 @pytest.mark.parametrize("scenario", ["couple", "family"])

@@ -35,7 +35,7 @@ def _returns(env: GroupSupportEnv, policy: Policy) -> np.ndarray:
 
 def _policies(env: GroupSupportEnv) -> dict[str, Policy]:
     enc = env.encoding
-    params = env.backend.params
+    params = env.params
     best = np.argmin(params.effect, axis=1)  # per pattern state: the most calming strategy
     rng = np.random.default_rng(2024)
 

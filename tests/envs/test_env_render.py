@@ -27,7 +27,7 @@ def test_ansi_has_state_summary_and_transcript(scenario):
     env.step(0)
     text = env.render()
     assert "keeps listening" in text
-    for r in env._last.rows:
+    for r in env._last[1]:
         assert r.dialogue_cleaned in text
 
 

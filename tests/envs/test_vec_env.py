@@ -1,6 +1,6 @@
 """The native SB3 VecEnv: what an SB3 user relies on (spaces, seeding, auto-reset infos,
-masks for MaskablePPO, attribute access, clear errors). Equality with the reference
-dynamics is in tests/dynamics/test_batched.py."""
+masks for MaskablePPO, attribute access, clear errors), and the same episodes as
+``DummyVecEnv`` over the Gymnasium env."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 import rescue_env
 from rescue_env.envs import GroupSupportVecEnv
 from rescue_env.envs.gym_env import GroupSupportEnv
+from rescue_env.reward import RewardConfig
 
 SCENARIOS = ("couple", "family")
 
@@ -64,8 +65,8 @@ def test_reset_options_fix_the_dialogue_and_cut(seed_dialogues):
     venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
     venv.set_options({"dialogue": couple.sample_id, "start_row": 4})
     venv.reset()
-    sessions = venv.get_attr("session")
-    assert [(s.dialogue.sample_id, s.start_row) for s in sessions] == [(couple.sample_id, 4)] * 2
+    stats = venv.env_method("episode_stats")
+    assert [(s["seed_dialogue"], s["start_row"]) for s in stats] == [(couple.sample_id, 4)] * 2
 
 
 def test_masks_for_maskable_ppo(seed_dialogues):
@@ -98,31 +99,48 @@ def test_attributes_and_methods_see_the_live_sessions():
     venv.reset()
     for _ in range(3):
         venv.step(np.array([1, 0]))
-    states = venv.get_attr("state")
-    assert [s.n for s in states] == [2, 2]
-    assert [s.t for s in venv.get_attr("session")] == [3, 3]
-    sessions = venv.get_attr("session")
-    assert states[0].untended[0] == 0 and states[0].last_target == (sessions[0].members[0],)
-    assert [s.n_interventions for s in sessions] == [3, 0] and [s.streak for s in sessions] == [3, 0]
-    assert min(states[1].untended) >= 3
-    # a setting the kernel bakes in takes effect through set_attr
+    stats = venv.env_method("episode_stats")
+    assert [s["steps"] for s in stats] == [3, 3] and [s["interventions"] for s in stats] == [3, 0]
+    assert venv.get_attr("scenario") == ["couple", "couple"]
+    # a setting every session shares takes effect through set_attr
     venv.set_attr("horizon", 4)
     _, _, dones, infos = venv.step(np.array([0, 0]))
     assert dones.all() and infos[0]["TimeLimit.truncated"]
-    # env_method may change a session: the batched state follows
-    venv.env_method("reset", seed=9, indices=[0])
-    assert venv.get_attr("session", indices=[0])[0].t == 0
+    with pytest.raises(ValueError, match="shared"):
+        venv.set_attr("horizon", 5, indices=[0])
+    with pytest.raises(AttributeError, match="note"):
+        venv.set_attr("note", "x")
+    with pytest.raises(AttributeError, match="session"):
+        venv.get_attr("session")
 
 
-def test_other_backends_and_batched_false_step_the_reference():
-    a = GroupSupportVecEnv("couple", num_envs=2, seed=2, batched=False)
-    b = GroupSupportVecEnv("couple", num_envs=2, seed=2)
-    assert a._kernel is None and b._kernel is not None
-    oa, ob = a.reset(), b.reset()
-    for t in range(40):
-        actions = np.array([t % 31, (3 * t) % 31])
-        ra, rb = a.step(actions), b.step(actions)
-        assert all(np.array_equal(x, y) for x, y in zip(ra[:3], rb[:3])), t
+def test_reward_weights_set_through_the_vec_api_reach_the_core():
+    """The weights a user sets are the ones the core books (the reference's DummyVecEnv
+    gets the same new config and gives the same rewards)."""
+    fast, ref = _pair()
+    for venv in (fast, ref):
+        venv.set_attr("reward_cfg", RewardConfig(lam=5.0))
+    i_fast, i_ref = _same_step(fast, ref, np.array([0, 3]))
+    with pytest.raises(Exception, match="cannot assign"):
+        fast.get_attr("reward_cfg")[0].lam = 1.0
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_same_episodes_as_dummy_vec_env(scenario):
+    fast, ref = _pair(scenario, n=3, seed=11)
+    rng = np.random.default_rng(0)
+    ended = 0
+    for t in range(80):
+        masks = fast.action_masks()
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        i_fast, i_ref = _same_step(fast, ref, actions)
+        for a, b in zip(i_fast, i_ref):
+            if "terminal_observation" in a:
+                ended += 1
+                space = ref.envs[0].observation_space
+                assert np.array_equal(a["terminal_observation"], spaces.flatten(space, b["terminal_observation"]))
+                assert a["sigma_return"] == b["sigma_return"] and a["episode_stats"] == b["episode_stats"]
+    assert ended >= 3
 
 
 def test_clear_errors():
@@ -173,66 +191,6 @@ def _same_step(fast, ref, actions):
     return i1, i2
 
 
-def test_changes_through_the_vec_api_keep_the_reference_episodes():
-    fast, ref = _pair(terminate_on_settle=False)
-    speak = np.array([1, 1])  # a long streak of interventions
-    for _ in range(10):
-        _same_step(fast, ref, speak)
-    # one env's horizon cut below its streak: the other env keeps its place, the first
-    # truncates next step with the tempo of the new horizon, and nothing reads out of bounds
-    fast.set_attr("horizon", 3, indices=[0])
-    ref.set_attr("horizon", 3, indices=[0])
-    assert fast._kernel is None  # horizons now differ: each env steps its reference
-    i_fast, _ = _same_step(fast, ref, speak)
-    assert i_fast[0]["TimeLimit.truncated"] and i_fast[1] == {}
-    fast.set_attr("horizon", 3)
-    ref.set_attr("horizon", 3)
-    assert fast._kernel is not None
-    for _ in range(6):
-        _same_step(fast, ref, speak)
-    # a change made through the live state is what the next step starts from
-    for venv in (fast, ref):
-        venv.get_attr("state", indices=[1])[0].distress[:] = 0.9
-    _same_step(fast, ref, np.array([0, 0]))
-    # a settable attribute the kernel does not use leaves the episodes alone
-    fast.set_attr("note", "x", indices=[1])
-    _same_step(fast, ref, np.array([0, 4]))
-
-
-def test_env_method_reset_restarts_the_episode_counters():
-    venv = GroupSupportVecEnv("couple", num_envs=2, seed=0, horizon=6, terminate_on_settle=False)
-    venv.reset()
-    for _ in range(4):
-        venv.step(np.array([0, 0]))
-    venv.env_method("reset", indices=[0])
-    for _ in range(6):
-        _, _, dones, infos = venv.step(np.array([0, 0]))
-        if dones[0]:
-            break
-    assert infos[0]["episode"]["l"] == infos[0]["episode_stats"]["steps"] == 6
-
-
-def test_reset_infos_and_methods_before_reset():
-    venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
-    assert venv.env_method("action_masks")[0].all()
-    venv.env_method("reset", seed=1)  # before the VecEnv's reset: no batched state to sync
-    venv.reset()
-    assert all("action_mask" in info and "state" in info for info in venv.reset_infos)
-    for _ in range(40):
-        _, _, dones, _ = venv.step(np.array([0, 0]))
-        if dones.any():
-            i = int(np.flatnonzero(dones)[0])
-            assert venv.reset_infos[i]["state"].n == 2  # the auto-reset's info
-            break
-    else:
-        pytest.fail("no episode ended in 40 steps")
-
-
-def test_a_calibrated_subclass_steps_its_own_code():
-    from rescue_env.dynamics.calibrated import CalibratedBackend
-
-    class Tweaked(CalibratedBackend):
-        pass
-
-    venv = GroupSupportVecEnv("couple", num_envs=2, dynamics=Tweaked("couple"))
-    assert venv._kernel is None
+def test_only_the_calibrated_model_runs_batched():
+    with pytest.raises(ValueError, match="calibrated"):
+        GroupSupportVecEnv("couple", num_envs=2, dynamics=object())

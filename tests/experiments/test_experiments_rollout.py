@@ -266,3 +266,40 @@ def test_rollout_on_the_real_subset(real_subset_path, rescue, tmp_path):
     objs = lines_of(out / "episodes.jsonl")
     assert {o["seed_sample_id"] for o in objs} == {d.sample_id for d in real}
     assert len(load_dialogues(out / "episodes.jsonl")) == len(real)
+
+
+# --- the second real slice: no group is cut ---------------------------------------------------
+
+
+def test_rollout_refuses_the_three_partner_couple_by_name(real_more_path, rescue, tmp_path):
+    """What used to drop Josh without a word: the run stops before any episode, naming the
+    sample, its size and the setting to change."""
+    out = tmp_path / "more"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[heuristic]", f"data.path={real_more_path}", "progress=false"])
+    assert run.rc != 0
+    err = run.err + run.out
+    assert "GroupSizeError" in err and "aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members (Lorena, Aryn, Josh)" in err
+    assert "env.max_members=3" in err
+    assert not (out / "episodes.jsonl").exists()
+
+
+def test_rollout_on_several_paths_plays_every_member(real_more_path, real_subset_path, rescue, tmp_path):
+    """``data.path=[A,B]``: the second slice's two-partner couples with the subset's family;
+    every episode plays the seed's whole group."""
+    from rescue_env.data import write_jsonl
+
+    pairs = write_jsonl([d for d in load_dialogues(real_more_path) if len(d.participants) == 2], tmp_path / "pairs.jsonl")
+    family = write_jsonl([d for d in load_dialogues(real_subset_path) if d.scenario == "family"], tmp_path / "family.jsonl")
+    out = tmp_path / "run"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[heuristic]", f"data.path=[{pairs},{family}]",
+                  "progress=false", "report=false"])
+    assert run.rc == 0, run.err[-2000:]
+    seeds = {d.sample_id: d for d in load_dialogues([pairs, family])}
+    assert len(seeds) == 5
+    assert json.loads((out / "metrics.json").read_text())["source"] == f"{pairs}, {family}"
+    objs = lines_of(out / "episodes.jsonl")
+    assert sorted(o["seed_sample_id"] for o in objs) == sorted(seeds)
+    for o in objs:
+        assert o["participants"] == seeds[o["seed_sample_id"]].participants, o["seed_sample_id"]
+        simulated = [r for r in o["rows"] if "state" in r]
+        assert simulated and all(r["state"]["members"] == o["participants"] for r in simulated)

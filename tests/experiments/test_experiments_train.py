@@ -160,3 +160,13 @@ def test_sweep_2x2_leaves_one_run_folder_per_job(rescue, tmp_path):
         by[(float(cfg.reward.lam), int(cfg.seed))] = json.loads((j / "metrics.json").read_text())
     assert not np.isclose(by[(0.0, 0)]["final_eval"]["never"]["sigma_return_mean"], by[(1.0, 0)]["final_eval"]["never"]["sigma_return_mean"])
     assert by[(0.0, 0)]["final_eval"]["never"]["sigma_max_distress"] == 0.0
+
+
+def test_train_refuses_a_group_the_env_cannot_hold(real_more_path, rescue, tmp_path):
+    """Before any env is built: the three-partner "couple" of the second slice is named, not cut."""
+    out = tmp_path / "more"
+    run = rescue(["train", f"hydra.run.dir={out}", f"data.path={real_more_path}", "total_timesteps=64", "n_envs=1"])
+    assert run.rc != 0
+    err = run.err + run.out
+    assert "aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members" in err and "env.max_members=3" in err
+    assert not (out / "model.zip").exists()

@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 import pytest
+
+from rescue_env import parallel_env
 from llm_episodes import varied_responder
 
 from agents.llm import LLMTherapist
@@ -74,7 +76,7 @@ def client_reply(body, *, emotion="furious and hurt", intensity=8, valence=-0.7)
 
 def make_env(server, client_for, scenario, seeds, *, annotator="calibrated", horizon=4, **config):
     client = client_for(server, **config)
-    backend = LLMBackend(scenario, client, dialogues=seeds, annotator=annotator)
+    backend = LLMBackend(scenario, client, annotator=annotator)
     env = GroupSupportEnv(scenario, dynamics=backend, horizon=horizon, record_transcript=True, terminate_on_settle=False)
     return env, backend, client
 
@@ -137,14 +139,13 @@ def test_addressed_speakers_answer_together_and_others_after_hearing_them(serve,
     env, backend, _ = make_env(server, client_for, "couple", seeds)
     env.reset(seed=1, options={"dialogue": couple.sample_id})
     a, b = env.session.members
-    # fix the shadow step's turn choice: both partners speak, A first
-    shadow_step = backend.calibrated.step
+    # fix the calibrated transition's turn choice: both partners speak, A first
+    respond = backend.arespond
 
-    def both_speak(state, move, rng, **kw):
-        shadow_step(state, move, rng, **kw)
-        return [ClientTurn(0, "disclosure"), ClientTurn(1, "defense")]
+    async def both_speak(session, move, planned, **kw):
+        return await respond(session, move, [ClientTurn(0, "disclosure"), ClientTurn(1, "defense")], **kw)
 
-    backend.calibrated.step = both_speak
+    backend.arespond = both_speak
     t0 = time.perf_counter()
     env.step(env.encoding.encode(env.encoding.group_target, 0))  # the therapist addresses the couple
     together = time.perf_counter() - t0
@@ -199,7 +200,7 @@ def test_a_call_that_fails_for_good_raises_and_run_episode_records_the_episode_a
     assert client.usage().failures >= 2 and client.usage().reasked >= 2
 
 
-def test_async_prefetched_episode_equals_the_synchronous_one(serve, client_for, seeds, family):
+def test_async_episode_equals_the_synchronous_one(serve, client_for, seeds, family):
     server = serve(varied_responder)
     records = []
     for runner in ("sync", "async"):
@@ -216,7 +217,7 @@ def test_async_prefetched_episode_equals_the_synchronous_one(serve, client_for, 
 def test_concurrent_episodes_share_one_backend_and_client(serve, client_for, seeds, couple, family):
     server = serve(varied_responder, latency_s=0.05)
     client = client_for(server, max_concurrency=8)
-    backends = {s: LLMBackend(s, client, dialogues=seeds) for s in ("couple", "family")}
+    backends = {s: LLMBackend(s, client) for s in ("couple", "family")}
 
     async def play():
         tasks = []
@@ -325,3 +326,22 @@ def test_make_agent_builds_the_llm_therapist(serve, client_for):
 
     agent = make_agent("llm", "couple", client=client_for(serve()), window=4, show_state=False)
     assert isinstance(agent, LLMTherapist) and agent.name == "llm" and agent.window == 4 and not agent.show_state
+
+
+def test_close_releases_the_llm_client(serve, client_for):
+    server = serve(lambda body: {})
+    client = client_for(server)
+    closed = []
+    original = client.aclose
+
+    async def aclose():
+        closed.append(True)
+        await original()
+
+    client.aclose = aclose
+    env = GroupSupportEnv("couple", dynamics=LLMBackend("couple", client))
+    env.close()
+    assert closed == [True]
+    par = parallel_env(scenario="couple", dynamics=LLMBackend("couple", client))
+    par.close()
+    assert closed == [True, True]

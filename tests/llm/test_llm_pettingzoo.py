@@ -12,7 +12,6 @@ from rescue_env import parallel_env
 from rescue_env.data import load_dialogues
 from rescue_env.llm import run_sync
 from rescue_env.llm.backend import LLMBackend, LLMClientPolicy, aclient_actions, client_actions, llm_client_policies
-from rescue_env.rollout import step_with_text
 from rescue_env.taxonomy import UTTERANCE_TYPES
 
 
@@ -39,7 +38,7 @@ def turn_requests(server, *, speak: bool):
 def test_parallel_env_with_llm_client_agents_and_an_llm_therapist(serve, client_for, seeds, family):
     server = serve(varied_responder)
     client = client_for(server)
-    env = parallel_env("family", dynamics=LLMBackend("family", client, dialogues=seeds), data_path=[family],
+    env = parallel_env("family", dynamics=LLMBackend("family", client), data_path=[family],
                        horizon=3, record_transcript=True, terminate_on_settle=False)
     obs, infos = env.reset(seed=0)
     members = env.session.members
@@ -53,7 +52,8 @@ def test_parallel_env_with_llm_client_agents_and_an_llm_therapist(serve, client_
         actions = client_actions(policies, obs)
         actions["therapist"] = therapist.act(obs["therapist"]["observation"], obs["therapist"]["action_mask"], infos["therapist"]["state"])
         backend_calls = len(turn_requests(server, speak=False))
-        obs, rewards, terms, truncs, infos = step_with_text(env, actions, therapist.utterance)
+        env.say(therapist.utterance)
+        obs, rewards, terms, truncs, infos = env.step(actions)
         steps += 1
         # every client slot was driven by its policy: the backend asked nobody again
         assert len(turn_requests(server, speak=False)) == backend_calls
@@ -75,7 +75,7 @@ def test_parallel_env_with_llm_client_agents_and_an_llm_therapist(serve, client_
 
 def test_policies_drive_some_slots_and_the_backend_personas_the_rest(serve, client_for, seeds, family):
     server = serve(varied_responder)
-    backend = LLMBackend("family", client_for(server), dialogues=seeds)
+    backend = LLMBackend("family", client_for(server))
     env = parallel_env("family", dynamics=backend, data_path=[family], horizon=4, record_transcript=True, terminate_on_settle=False)
     obs, infos = env.reset(seed=2)
     policy = LLMClientPolicy(env, 0)
@@ -92,7 +92,7 @@ def test_policies_drive_some_slots_and_the_backend_personas_the_rest(serve, clie
 
 def test_llm_policy_on_a_calibrated_env(serve, client_for, seeds, family):
     server = serve(varied_responder)
-    personas = LLMBackend("family", client_for(server), dialogues=seeds)
+    personas = LLMBackend("family", client_for(server))
     env = parallel_env("family", data_path=[family], horizon=2, record_transcript=True, terminate_on_settle=False)
     obs, _ = env.reset(seed=0)
     policy = LLMClientPolicy(env, 1, backend=personas)

@@ -9,6 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from experiments import eval_tasks
+from rescue_env.tasks.predictors import AgentPredictor
 
 
 def _compose(overrides: list[str]):
@@ -59,3 +60,36 @@ def test_app_with_an_agent(tmp_path, monkeypatch):
     eval_tasks.main()
     res = json.loads((out / "tasks.json").read_text())
     assert res["itp"]["predictor"] == "agent:heuristic" and res["ssp"]["failed"] == 0
+
+
+# --- the second real slice (five more couples, one of them with three partners) -------------
+
+
+def test_app_on_the_second_slice_follows_the_three_partner_couple(tmp_path, monkeypatch, real_more_path):
+    out = tmp_path / "more"
+    argv = ["rescue-eval-tasks", f"data.path={real_more_path}", "predictor=prior", "tasks=[itp,rpp,stp,ssp]",
+            f"hydra.run.dir={out}", "progress=false", "torch_threads=null"]
+    monkeypatch.setattr(sys, "argv", argv)
+    eval_tasks.main()
+    res = json.loads((out / "tasks.json").read_text())
+    assert all(res[t]["n"] > 0 and res[t]["failed"] == 0 for t in ("itp", "rpp", "stp", "ssp"))
+    three = "aryn_josh_and_lorena/009_s04e09_ct34_segment04"
+    assert three in res["stp"]["by_sample"]
+    # the target candidates are the group as it is: Josh, the three dyads and the couple
+    from rescue_env.data import load_dialogues
+    from rescue_env.tasks.instances import build_stp
+
+    stp = [i for i in build_stp(load_dialogues(real_more_path), "paper").instances if i.sample_id == three]
+    assert stp and all({"Josh", "Aryn & Josh", "Lorena & Josh", "Couple"} <= set(i.candidates) for i in stp)
+
+
+def test_an_agent_predictor_refuses_a_group_its_encoding_cannot_hold(real_more_dialogues):
+    from rescue_env.data import GroupSizeError
+
+    registry = pytest.importorskip("agents.registry")
+    predictor = AgentPredictor(lambda scenario: registry.make_agent("heuristic", scenario))
+    # before any instance is answered, naming the sample and what to do instead
+    with pytest.raises(GroupSizeError, match=r"aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members.*predictor=prior"):
+        predictor.prepare("itp", "paper", real_more_dialogues)
+    two = [d for d in real_more_dialogues if len(d.participants) == 2]
+    predictor.prepare("itp", "paper", two)

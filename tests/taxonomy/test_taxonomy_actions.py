@@ -37,7 +37,7 @@ def test_family_other_caps(cap, n_targets):
 
 
 @pytest.mark.parametrize(
-    ("scenario", "cap"), [("couple", 3), ("couple", 1), ("family", 1), ("family", 9), ("group", None), ("Couple", None)]
+    ("scenario", "cap"), [("couple", 4), ("couple", 1), ("family", 1), ("family", 9), ("group", None), ("Couple", None)]
 )
 def test_bad_configuration(scenario, cap):
     with pytest.raises(ValueError):
@@ -200,3 +200,10 @@ def test_marginals_family_and_edge_cases():
 
     with pytest.raises(ValueError, match="31"):
         COUPLE.marginals(np.ones(30) / 30)
+
+
+def test_a_couple_of_three_partners_has_dyads_and_the_couple():
+    enc = ActionEncoding("couple", max_members=3)
+    assert enc.n_targets == 3 + 3 + 1 and enc.n_actions == 1 + 7 * enc.n_strategies
+    assert [t.kind for t in enc.targets] == ["individual"] * 3 + ["dyad"] * 3 + ["group"]
+    assert enc.target_label(enc.group_target, ["Lorena", "Aryn", "Josh"]) == ["Couple"]
