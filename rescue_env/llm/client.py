@@ -1,12 +1,16 @@
 """One async client for every LLM call of the project, over ``openai.AsyncOpenAI``.
 
 ``LLMClient.complete_json`` sends a Chat Completions request whose JSON Schema travels in
-``response_format``, and returns an ``LLMResult`` whatever the model or server does:
+``response_format`` (in the strongest form the server takes, found on the first call:
+:mod:`rescue_env.llm.capabilities`), and returns an ``LLMResult`` whatever the model or
+server does:
 
-    cache lookup -> request (bounded concurrency; retries with backoff on 429, 5xx,
-    timeouts and connection errors, honouring Retry-After) -> parse (code fences stripped,
-    ``json_repair`` on malformed JSON) -> validate (``jsonschema``) -> if unusable, re-ask
-    once with the bad reply and a correction -> else ``ok=False`` with the reason.
+    cache lookup -> request (concurrency bounded and adapted to the server,
+    :mod:`rescue_env.llm.adaptive`; retries with backoff on 429, 5xx, timeouts and connection
+    errors, honouring Retry-After) -> parse (code fences stripped, ``json_repair`` on
+    malformed JSON, numbers and arrays clamped to their bounds) -> validate (``jsonschema``)
+    -> if unusable, re-ask once with the bad reply and a correction -> else ``ok=False``
+    with the reason.
 
 Model-side and server-side problems never raise; programmer errors (a bad schema or
 name) do. Usage is accounted per run (``client.usage()``) and per tag, e.g. an episode
@@ -416,7 +420,8 @@ class LLMClient:
                             self.concurrency.on_reply(kind, sent_at, time.perf_counter() - sent_at)
         except openai.APIError as exc:
             if capabilities.is_format_rejection(exc):
-                raise FormatRejected(f"the server rejects response_format {request.get('response_format', {}).get('type')!r}: {exc.message}") from exc
+                fmt = (request.get("response_format") or {}).get("type")
+                raise FormatRejected(f"the server rejects response_format {fmt!r}: {exc.message}") from exc
             message = exc.message
             if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
                 # Servers may quote (part of) the key in this message: never pass it on.
