@@ -6,11 +6,14 @@ until they time out, and their retries add load (the storm an issue run showed: 
 episodes failed). :class:`AdaptiveConcurrency` moves the client's limit (a
 :class:`~rescue_env.concurrency.PriorityLimiter`) the way TCP moves its window:
 
-- **decrease** (×``decrease``, at least 1) on a timeout, a 429 or a 503, or when replies come
-  back ``tolerance`` times slower than the fastest seen for their kind of call (a smoothed
-  ratio: a server that queues shows latency growing with the requests in flight, a batching
-  server such as vLLM far less). At most once per round trip: only a request *sent* after the
-  last decrease can cause the next one, so one burst of late replies counts once.
+- **decrease** (×``decrease``, at least 1) when more than ``overload_share`` of a window of
+  answers (as many as the limit, at least ``min_window``) were timeouts, 429s or 503s — a few scattered ones are
+  retried, not read as overload, or a 2 % rate of 429s would pin the limit at 1 — or when
+  replies come back ``tolerance`` times slower than the fastest seen for their kind of call
+  (a smoothed ratio: a server that queues shows latency growing with the requests in flight,
+  a batching server such as vLLM far less). At most once per round trip: only requests
+  *sent* after the last decrease count towards the next one, so one burst of late replies
+  counts once.
 - **increase** by ``1/limit`` per reply that came back at a normal pace (one slot per window
   of replies), up to the ceiling.
 
@@ -42,6 +45,8 @@ class AdaptiveConcurrency:
         tolerance: smoothed latency / fastest latency above which the server is queueing.
         decrease: factor applied to the limit on a decrease.
         smoothing: weight of a new reply in the smoothed latency ratio.
+        overload_share: share of timeouts/429/503 in a window of answers that means overload.
+        min_window: fewest answers a window holds (a share of a handful is noise).
         slack_s: added to the fastest latency before the ratio is taken, so that the jitter of
             replies a few milliseconds apart (a loopback mock) is not read as queueing.
     """
@@ -50,6 +55,8 @@ class AdaptiveConcurrency:
     tolerance: float = 2.0
     decrease: float = 0.5
     smoothing: float = 0.3
+    overload_share: float = 0.25
+    min_window: int = 16
     slack_s: float = 0.02
     limit: float = field(init=False)
     lowest: int = field(init=False)
@@ -58,6 +65,8 @@ class AdaptiveConcurrency:
     """Timeouts, 429s and 503s seen."""
     _fastest: dict[str, float] = field(default_factory=dict)
     _ratio: float | None = None
+    _window: int = 0
+    _window_overloads: int = 0
     _last_decrease: float = -math.inf
     _limiters: list[PriorityLimiter] = field(default_factory=list)
 
@@ -86,6 +95,8 @@ class AdaptiveConcurrency:
             self._fastest[kind] = fastest = max(latency_s, 1e-6)
         if sent_at <= self._last_decrease:
             return  # sent under the old limit: says nothing about the new one
+        if self._count(overload=False):
+            return
         ratio = latency_s / (fastest + self.slack_s)
         self._ratio = ratio if self._ratio is None else self._ratio + self.smoothing * (ratio - self._ratio)
         if self._ratio > self.tolerance:
@@ -103,7 +114,22 @@ class AdaptiveConcurrency:
         else:
             return
         self.overloads += 1
-        self._decrease(sent_at, reason)
+        if sent_at > self._last_decrease:
+            self._count(overload=True, reason=reason)
+
+    def _count(self, *, overload: bool, reason: str = "") -> bool:
+        """Add an answer to the window; at its end, decrease if overloads passed their share.
+        Returns True when it decreased."""
+        self._window += 1
+        self._window_overloads += overload
+        if self._window < max(self.slots, self.min_window):
+            return False
+        share = self._window_overloads / self._window
+        self._window = self._window_overloads = 0
+        if share > self.overload_share:
+            self._decrease(math.inf, f"{share:.0%} of answers were {reason or 'timeouts, 429 or 503'}")
+            return True
+        return False
 
     def report(self) -> dict[str, Any]:
         """Ceiling, limit now, lowest limit, decreases and overloads (for ``metrics.json``)."""
@@ -121,6 +147,7 @@ class AdaptiveConcurrency:
         self._last_decrease = time.perf_counter()
         self.decreases += 1
         self._ratio = None  # judge the new limit on replies to requests sent under it
+        self._window = self._window_overloads = 0
         self._set(max(1.0, self.limit * self.decrease))
         log.info("requests in flight: %d (%s)", self.slots, reason)
 

@@ -55,12 +55,27 @@ def test_fixed_concurrency_when_adaptation_is_off(serve, client_for):
     assert client.concurrency is None
 
 
-def test_only_overload_errors_decrease():
-    controller = AdaptiveConcurrency(8)
+def _error(cls, status):
     request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
-    bad = openai.BadRequestError("no", response=httpx.Response(400, request=request), body=None)
-    controller.on_error(bad, sent_at=1.0)
+    return cls("x", response=httpx.Response(status, request=request), body=None)
+
+
+def test_overload_errors_past_their_share_of_a_window_decrease():
+    controller = AdaptiveConcurrency(8, min_window=16)
+    for i in range(16):  # 400s say nothing about load
+        controller.on_error(_error(openai.BadRequestError, 400), sent_at=1.0 + i)
     assert controller.report()["limit"] == 8
-    busy = openai.RateLimitError("busy", response=httpx.Response(429, request=request), body=None)
-    controller.on_error(busy, sent_at=2.0)
-    assert controller.report()["limit"] == 4 and controller.report()["overloads"] == 1
+    for i in range(11):
+        controller.on_reply("turn", sent_at=20.0 + i, latency_s=1.0)
+    for i in range(5):  # 5 of a window of 16 answers were 429s: overload
+        controller.on_error(_error(openai.RateLimitError, 429), sent_at=40.0 + i)
+    assert controller.report() == {"max_concurrency": 8, "limit": 4, "lowest_limit": 4, "decreases": 1, "overloads": 5}
+
+
+def test_scattered_rate_limits_do_not_pin_the_limit_down(serve, client_for):
+    # 1 request in 25 answered 429 (Retry-After 0): retried, and the limit stays at the ceiling
+    server = serve(faults=Faults(rates={"rate_limit": 0.04}, retry_after="0", seed=1), latency_s=0.1)
+    client = client_for(server, max_concurrency=8)
+    assert all(r.ok for r in calls(client, 160))
+    report = client.concurrency.report()
+    assert report["overloads"] > 0 and report["decreases"] == 0 and report["limit"] == 8
