@@ -96,7 +96,7 @@ def response_format(mode: str, name: str, schema: dict[str, Any]) -> dict[str, A
     if mode == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
     if mode == "json_object_schema":
-        return {"type": "json_object", "schema": bounded_strings(schema)}
+        return {"type": "json_object", "schema": grammar_schema(schema)}
     if mode == "json_object":
         return {"type": "json_object"}
     raise ValueError(f"unknown structured-output mode {mode!r}; choose from {MODES}")
@@ -107,13 +107,22 @@ def schema_in_prompt(mode: str) -> bool:
     return mode == "json_object"
 
 
-def bounded_strings(schema: dict[str, Any], max_chars: int = GRAMMAR_MAX_STRING_CHARS) -> dict[str, Any]:
-    """A copy of ``schema`` whose free-text strings (no ``enum``/``maxLength``) get a
-    ``maxLength``, so a grammar ends them; the reply is still validated against ``schema``."""
+def grammar_schema(schema: dict[str, Any], max_chars: int = GRAMMAR_MAX_STRING_CHARS) -> dict[str, Any]:
+    """A copy of ``schema`` shaped for llama-cpp-python's schema-to-grammar converter; the
+    reply is still validated against ``schema`` itself.
+
+    Free-text strings (no ``enum``/``maxLength``) get a ``maxLength``, so the grammar ends
+    them (a small model otherwise fills a string up to ``max_tokens``). An ``enum`` beside a
+    list of types (``{"type": ["integer", "null"], "enum": [0, 1, 2, None]}``) loses the
+    ``type``: the converter follows the type list and drops the enum (SmolLM2 then answered
+    9 for a 0-4 field); the enum alone is enforced.
+    """
     out = copy.deepcopy(schema)
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
+            if "enum" in node and isinstance(node.get("type"), list):
+                del node["type"]
             if node.get("type") == "string" and "enum" not in node and "maxLength" not in node:
                 node["maxLength"] = max_chars
             for value in node.values():

@@ -10,7 +10,7 @@ import pytest
 from llm_data import MESSAGES, TURN_SCHEMA
 
 from rescue_env.llm import LLMClient, LLMConfig, run_sync
-from rescue_env.llm.capabilities import GRAMMAR_MAX_STRING_CHARS, normalise_setting
+from rescue_env.llm.capabilities import GRAMMAR_MAX_STRING_CHARS, grammar_schema, normalise_setting
 
 
 def ask(client: LLMClient, schema=TURN_SCHEMA):
@@ -129,3 +129,15 @@ def test_unknown_setting_is_refused():
     with pytest.raises(ValueError, match="structured_outputs must be one of"):
         LLMConfig(structured_outputs="grammar")
 
+
+
+def test_grammar_schema_keeps_enums_the_converter_would_drop():
+    schema = {
+        "type": "object",
+        "properties": {"level": {"type": ["integer", "null"], "enum": [0, 1, 2, None]}, "why": {"type": "string"}},
+        "required": ["level", "why"],
+    }
+    shaped = grammar_schema(schema)
+    assert shaped["properties"]["level"] == {"enum": [0, 1, 2, None]}
+    assert shaped["properties"]["why"]["maxLength"] == GRAMMAR_MAX_STRING_CHARS
+    assert schema["properties"]["level"]["type"] == ["integer", "null"], "the caller's schema is not changed"
