@@ -115,7 +115,9 @@ def grammar_schema(schema: dict[str, Any], max_chars: int = GRAMMAR_MAX_STRING_C
     them (a small model otherwise fills a string up to ``max_tokens``). An ``enum`` beside a
     list of types (``{"type": ["integer", "null"], "enum": [0, 1, 2, None]}``) loses the
     ``type``: the converter follows the type list and drops the enum (SmolLM2 then answered
-    9 for a 0-4 field); the enum alone is enforced.
+    9 for a 0-4 field); the enum alone is enforced. An integer with a small
+    ``minimum``..``maximum`` range becomes the enum of its values, since the converter does not
+    enforce the bounds (it let 23 through for 1-10).
     """
     out = copy.deepcopy(schema)
 
@@ -123,6 +125,10 @@ def grammar_schema(schema: dict[str, Any], max_chars: int = GRAMMAR_MAX_STRING_C
         if isinstance(node, dict):
             if "enum" in node and isinstance(node.get("type"), list):
                 del node["type"]
+            low, high = node.get("minimum"), node.get("maximum")
+            if node.get("type") == "integer" and isinstance(low, int) and isinstance(high, int) and 0 <= high - low <= 100:
+                node.clear()
+                node["enum"] = list(range(low, high + 1))
             if node.get("type") == "string" and "enum" not in node and "maxLength" not in node:
                 node["maxLength"] = max_chars
             for value in node.values():

@@ -141,3 +141,5 @@ def test_grammar_schema_keeps_enums_the_converter_would_drop():
     assert shaped["properties"]["level"] == {"enum": [0, 1, 2, None]}
     assert shaped["properties"]["why"]["maxLength"] == GRAMMAR_MAX_STRING_CHARS
     assert schema["properties"]["level"]["type"] == ["integer", "null"], "the caller's schema is not changed"
+    # integer bounds the converter ignores become an enum it enforces
+    assert grammar_schema(TURN_SCHEMA)["properties"]["intensity"] == {"enum": list(range(1, 11))}
