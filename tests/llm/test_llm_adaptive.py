@@ -40,12 +40,12 @@ def test_a_server_that_batches_keeps_the_ceiling(serve, client_for):
 
 def test_timeouts_halve_the_limit_once_per_round_trip(serve, client_for):
     # the first 8 requests stall past the timeout together: one decrease, not eight
-    server = serve(faults=Faults(schedule=["stall"] * 8, stall_s=0.5))
-    client = client_for(server, max_concurrency=8, timeout_s=0.2)
+    server = serve(faults=Faults(schedule=["stall"] * 8, stall_s=2.0))
+    client = client_for(server, max_concurrency=8, timeout_s=0.5)
     results = calls(client, 8)
     assert all(r.ok for r in results)
     report = client.concurrency.report()
-    assert report["overloads"] == 8 and report["decreases"] == 1 and report["lowest_limit"] == 4
+    assert report["overloads"] >= 8 and report["decreases"] == 1 and report["lowest_limit"] == 4
 
 
 def test_fixed_concurrency_when_adaptation_is_off(serve, client_for):
