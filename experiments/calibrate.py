@@ -18,6 +18,8 @@ from omegaconf import DictConfig
 
 from experiments.common import load_data, run_dir
 from experiments.config import register_configs
+from experiments.errors import user_errors
+from rescue_env.atomic import atomic_write_text
 from rescue_env.data import data_sources, group_cap
 from rescue_env.dynamics.fidelity import evaluate_fidelity, format_fidelity, plot_fidelity
 from rescue_env.dynamics.fit import fit_params
@@ -27,6 +29,7 @@ register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="calibrate")
+@user_errors
 def main(cfg: DictConfig) -> None:
     t0 = time.perf_counter()
     out = run_dir()
@@ -45,7 +48,7 @@ def main(cfg: DictConfig) -> None:
     results = [r for r in results if r.dialogues]
     table = format_fidelity(results)
     print(table)
-    (out / "fidelity.json").write_text(json.dumps({"source": source, "scenarios": [r.to_dict() for r in results]}, indent=1))
+    atomic_write_text(out / "fidelity.json", json.dumps({"source": source, "scenarios": [r.to_dict() for r in results]}, indent=1))
     if results:
         plot_fidelity(results, out / "fidelity.png")
     small = [f"{r.scenario}: {r.dialogues} dialogues" for r in results if r.dialogues < 30]

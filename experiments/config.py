@@ -23,6 +23,7 @@ from rescue_env.llm.config import LLMConfig
 from rescue_env.config import EnvConfig as EnvSettings
 from rescue_env.config import hydra_schema
 from rescue_env.reward import RewardConfig
+from rescue_env.validation import check_choice, check_range
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -81,6 +82,10 @@ class DynamicsConfig:
     #: who labels the relation pattern in LLM runs: calibrated (the model's transition) or llm
     annotator: str = "calibrated"
 
+    def __post_init__(self) -> None:
+        check_choice(self, "name", ("calibrated", "llm"))
+        check_choice(self, "annotator", ("calibrated", "llm"))
+
 
 @dataclass
 class AgentConfig:
@@ -96,6 +101,10 @@ class AgentConfig:
     window: int = 12
     #: llm: also show the LLM therapist a summary of the group state (distress, stances, pattern)
     show_state: bool = True
+
+    def __post_init__(self) -> None:
+        check_agent_names([self.name] if self.name is not None else [], "name")
+        check_range(self, "window", 1)
 
 
 @dataclass
@@ -132,6 +141,17 @@ class RolloutConfig:
     snapshots: int = 3
     #: show a progress bar
     progress: bool = True
+    #: start the run folder afresh when it holds episodes made with other settings
+    #: (otherwise such a rerun is refused: see experiments/run_record.py)
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.agent.name is None:
+            if not self.agents and not self.policy:
+                raise ValueError("agents=[] names no agent to run: give agents=[heuristic,...] or agent=NAME")
+            check_agent_names(self.agents, "agents")
+        check_range(self, "episodes", 1)
+        check_range(self, "snapshots", 0)
 
 
 @dataclass
@@ -167,6 +187,19 @@ class TrainConfig:
     #: log static-task figures (ITP/STP/SSP/RPP) of the policy during training
     task_eval: bool = False
 
+    def __post_init__(self) -> None:
+        if self.algo not in ("maskable_ppo", "ppo"):
+            raise ValueError(f"algo={self.algo!r}: unknown algo {self.algo!r}: use maskable_ppo or ppo")
+        for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "eval_episodes", "torch_threads"):
+            check_range(self, name, 1)
+        for name in ("eval_freq", "checkpoint_freq", "ent_coef"):
+            check_range(self, name, 0)
+        check_range(self, "learning_rate", 0.0, low_open=True)
+        check_range(self, "gamma", 0.0, 1.0)
+        check_range(self, "holdout", 0.0, 0.95)
+        if not self.net_arch or any(n < 1 for n in self.net_arch):
+            raise ValueError(f"net_arch={list(self.net_arch)!r}: expected a non-empty list of layer widths >= 1")
+
 
 @dataclass
 class CalibrateConfig:
@@ -180,6 +213,60 @@ class CalibrateConfig:
     #: output parameter file name (inside the run folder)
     output: str = "dynamics_params.json"
 
+    def __post_init__(self) -> None:
+        check_range(self, "folds", 2)
+        check_range(self, "sim_draws", 1)
+
+
+@dataclass
+class EvalTasksConfig:
+    """``rescue eval-tasks``: the six RESCUE-BENCH tasks on ``data.path`` (conf/eval_tasks.yaml
+    documents each setting)."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    #: the ``agent`` group (name and settings of the agent predictor), kept untyped: each
+    #: agent takes its own settings
+    agent: Any = None
+    predictor: str = "majority"
+    tasks: list[str] = field(default_factory=lambda: ["itp", "rpp", "stp", "ssp", "er", "vp"])
+    profile: str = "paper"
+    seed: int = 0
+    batch_size: int = 4
+    resume: bool = True
+    retry_failed: bool = False
+    judge: str = "embedding"
+    judge_batch_size: int = 5
+    bertscore: bool = True
+    fit_data: Optional[str] = None
+    concurrency: int = 8
+    torch_threads: Optional[int] = 1
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        from rescue_env.tasks.instances import check_profile, check_task
+        from rescue_env.tasks.predictors import BASELINES
+
+        check_choice(self, "predictor", (*BASELINES, "agent", "llm"))
+        if not self.tasks:
+            raise ValueError("tasks=[] names no task: give tasks=[itp,stp,...]")
+        for task in self.tasks:
+            check_task(task)
+        check_profile(self.profile)
+        check_choice(self, "judge", ("embedding", "llm"))
+        for name in ("batch_size", "judge_batch_size", "concurrency"):
+            check_range(self, name, 1)
+        check_range(self, "torch_threads", 1, optional=True)
+
+
+def check_agent_names(names: Any, field_name: str) -> None:
+    """Raise ``ValueError`` for an agent name that ``agents.make_agent`` does not know."""
+    from agents import AGENT_NAMES
+
+    for name in names:
+        if name not in AGENT_NAMES:
+            raise ValueError(f"{field_name}: unknown agent {name!r}; choose from {list(AGENT_NAMES)}")
+
 
 def register_configs() -> None:
     """Store every schema in Hydra's ConfigStore (idempotent)."""
@@ -187,6 +274,7 @@ def register_configs() -> None:
     cs.store(name="rollout_schema", node=RolloutConfig)
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="calibrate_schema", node=CalibrateConfig)
+    cs.store(name="eval_tasks_schema", node=EvalTasksConfig)
     cs.store(group="data", name="data_schema", node=DataConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
     cs.store(group="dynamics", name="dynamics_schema", node=DynamicsConfig)

@@ -20,6 +20,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config import register_configs
+from experiments.errors import user_errors
+from experiments.run_record import eval_tasks_defining
 from rescue_env.data import Dialogue, describe_data_path, load_dialogues
 from rescue_env.tasks import (
     AgentPredictor,
@@ -32,6 +35,7 @@ from rescue_env.tasks.instances import check_profile, check_task
 from rescue_env.tasks.predictors import BASELINES
 
 PREDICTORS = (*BASELINES, "agent", "llm")
+register_configs()  # the eval_tasks_schema the YAML starts from
 
 
 def make_llm_client(llm_cfg: Any) -> Any:
@@ -99,6 +103,7 @@ def build_judge(cfg: DictConfig, predictor: Any) -> Any:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval_tasks")
+@user_errors
 def main(cfg: DictConfig) -> None:
     # Hydra logs at INFO; one line per HTTP request would bury the progress bars.
     for noisy in ("httpx", "httpx2", "openai"):
@@ -129,7 +134,8 @@ def main(cfg: DictConfig) -> None:
         bertscore="auto" if cfg.bertscore else None,
         concurrency=int(cfg.concurrency),
         retry_failed=bool(cfg.retry_failed),
-        settings={"data": describe_data_path(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge)},
+        # "config": the record the run folder is checked against on a rerun (experiments/run_record.py)
+        settings={"data": describe_data_path(cfg.data.path), "seed": int(cfg.seed), "judge": str(cfg.judge), "config": eval_tasks_defining(cfg)},
     )
     print(f"wrote {out_dir / 'tasks.json'} and {out_dir / 'details.jsonl'}")
 

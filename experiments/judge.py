@@ -23,6 +23,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.errors import UserError, user_errors
 from rescue_env.judges.pipeline import JudgeConfig, run_judge
 from rescue_env.judges.report import write_outputs
 
@@ -72,8 +73,8 @@ def load_inputs(cfg: DictConfig):
     if cfg.run_dir:
         episodes = Path(str(cfg.run_dir)) / "episodes.jsonl"
         if not episodes.is_file():
-            raise SystemExit(
-                f"rescue judge: {episodes} not found; run_dir must be a `rescue rollout` folder "
+            raise UserError(
+                f"{episodes} not found; run_dir must be a `rescue rollout` folder "
                 "(or leave run_dir unset and give data.path=DIALOGUES)"
             )
         return load_dialogues(episodes)
@@ -91,13 +92,13 @@ def make_client(cfg: DictConfig) -> Any:
     if cfg.get("client_factory"):
         module, _, func = str(cfg.client_factory).partition(":")
         if not func:
-            raise SystemExit(f"rescue judge: client_factory={cfg.client_factory!r}: expected 'module:function'")
+            raise UserError(f"client_factory={cfg.client_factory!r}: expected 'module:function'")
         return getattr(importlib.import_module(module), func)(llm_cfg)
     try:
         from rescue_env.llm import LLMClient, LLMConfig
     except ImportError as e:
-        raise SystemExit(
-            f"rescue judge: scorer=llm needs the LLM layer (rescue_env.llm), which is not available ({e}). "
+        raise UserError(
+            f"scorer=llm needs the LLM layer (rescue_env.llm), which is not available ({e}). "
             "Use scorer=offline, or give client_factory=module:function."
         ) from None
     known = set(inspect.signature(LLMConfig).parameters)
@@ -189,6 +190,7 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="judge")
+@user_errors
 def hydra_main(cfg: DictConfig) -> None:
     """The Hydra app behind ``rescue judge``."""
     run(cfg)

@@ -3,7 +3,9 @@ dialogues, with a summary table, metrics files, plots and a one-page HTML report
 
 Run folder (``hydra.run.dir``): ``episodes.jsonl`` (benchmark schema + per-row state, one
 episode per line, appended as episodes finish; a rerun with the same folder skips finished
-episodes), ``metrics.json``, ``summary.csv``, ``plots/``, ``report.html``.
+episodes), ``run_config.json`` (the settings that define them: a rerun with others is
+refused, see :mod:`experiments.run_record`), ``metrics.json``, ``summary.csv``, ``plots/``,
+``report.html``. Exit code 3 when some episodes failed (:mod:`experiments.errors`).
 
 LLM runs (``dynamics=llm`` and/or an ``llm`` agent) play their episodes concurrently over one
 LLM client (:func:`run_concurrent`): at most ``2 × llm.max_concurrency`` episodes in flight,
@@ -40,10 +42,12 @@ from agents import make_agent
 from agents.sb3 import load_policy, policy_scenario
 from experiments.common import load_playable, run_dir
 from experiments.config import env_config, make_llm_backend, register_configs, reward_config
+from experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
+from rescue_env.atomic import atomic_open, atomic_write_text
 from rescue_env.data import load_dialogues, resolve_data_paths
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.report import summary_rows, write_report
-from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, record_from_json, run_episode, summarise
+from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, read_journal, run_episode, summarise
 
 log = logging.getLogger(__name__)
 register_configs()
@@ -60,23 +64,10 @@ def agent_names(cfg: DictConfig) -> list[tuple[str, str | None]]:
 
 
 def load_finished(path: Path) -> dict[str, EpisodeRecord]:
-    """Episodes already in ``episodes.jsonl``. A torn last line (a crash mid-write) is cut
-    off the file, so that the episode is redone and appended on a clean line."""
-    done: dict[str, EpisodeRecord] = {}
-    if not path.exists():
-        return done
-    text = path.read_text(encoding="utf-8")
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-        path.write_text(text, encoding="utf-8")
-    for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        rec = record_from_json(obj)
-        done[rec.key] = rec
-    return done
+    """Episodes already in ``episodes.jsonl``; from the first line that is not a whole
+    episode on, the file is cut (the rest kept in a backup) and those episodes are redone
+    (:func:`rescue_env.rollout.read_journal`)."""
+    return {rec.key: rec for _, rec in read_journal(path)}
 
 
 def make_env(cfg: DictConfig, scenario: str, dialogues: list | str, backend: Any = None) -> GroupSupportEnv:
@@ -106,8 +97,9 @@ def _trained_scenario(path: str, mtime_ns: int) -> str | None:
     return policy_scenario(load_policy(path))
 
 
-def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
-    """The rollout job (callable without Hydra's CLI for tests)."""
+def run(cfg: DictConfig, out: Path, only_scenario: str | None = None) -> dict[str, Any]:
+    """The rollout job (callable without Hydra's CLI for tests); ``only_scenario`` keeps
+    that scenario's seed dialogues only (else every scenario in the data is run)."""
     t0 = time.perf_counter()
     # every group must fit its env (env.max_members): an error naming the sample, never a cut
     dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members)
@@ -116,6 +108,11 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if cfg.episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {cfg.episodes}")
     scenarios = [s for s in ("couple", "family") if any(d.scenario == s for d in dialogues)]
+    if only_scenario is not None:  # env= given: that scenario only, and the data must hold it
+        if only_scenario not in scenarios:
+            raise UserError(f"env={only_scenario}: {source} holds no {only_scenario} dialogues (it holds {', '.join(scenarios) or 'none'})")
+        scenarios = [only_scenario]
+        dialogues = [d for d in dialogues if d.scenario == only_scenario]
     names = agent_names(cfg)
     out.mkdir(parents=True, exist_ok=True)
     episodes_path = out / "episodes.jsonl"
@@ -163,8 +160,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         if by_role:
             print(tabulate(by_role, headers=headers))
         metrics["llm"] = usage
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
-    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as fh:
+    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    with atomic_open(out / "summary.csv", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(headers)
         writer.writerows(rows)
@@ -377,13 +374,36 @@ def usage_html(usage: dict[str, Any]) -> str:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="rollout")
+@user_errors
 def main(cfg: DictConfig) -> None:
     # torch (pulled by SB3 agents) would otherwise take every core for tiny policy nets
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     # one INFO line per HTTP request would bury the run's log
     for noisy in ("httpx", "httpx2", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    run(cfg, run_dir())
+    metrics = run(cfg, run_dir(), only_scenario=explicit_scenario(cfg))
+    failed = sum(int(s.get("failed", 0)) for s in metrics["agents"].values())
+    if failed:
+        total = sum(int(s.get("episodes", 0)) for s in metrics["agents"].values())
+        reasons = sorted({str(e).split(" (after")[0] for e in (metrics.get("llm") or {}).get("failed_episodes", {}).values()})
+        print(
+            f"{failed} of {total} episodes failed" + (f": {'; '.join(reasons[:3])}" if reasons else "")
+            + ". Everything else is written; run the same command again to retry them.",
+            file=sys.stderr,
+        )
+        record_outcome(EXIT_SOME_FAILED)
+
+
+def explicit_scenario(cfg: DictConfig) -> str | None:
+    """The scenario named on the command line (``env=family``, ``env.scenario=...``), or None:
+    by default a rollout follows every seed dialogue of the data, whatever its scenario."""
+    from hydra.core.hydra_config import HydraConfig
+
+    for override in HydraConfig.get().overrides.task:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in ("env", "env.scenario"):
+            return str(cfg.env.scenario)
+    return None
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ from agents import make_agent
 from agents.sb3 import SB3Agent
 from experiments.common import load_playable, run_dir
 from experiments.config import env_config, register_configs, reward_config
+from experiments.errors import user_errors
+from rescue_env.atomic import atomic_write_text
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 from rescue_env.rollout import mean_ci, run_episode
@@ -201,7 +203,10 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if cfg.task_eval:
         from rescue_env.tasks.callback import TaskEvalCallback  # static-task figures (issue 6)
 
-        callbacks.append(TaskEvalCallback(eval_dialogues, scenario, eval_freq=cfg.eval_freq))
+        def policy(model: Any, scenario: str) -> SB3Agent:
+            return SB3Agent(model, scenario, deterministic=True, name="policy")
+
+        callbacks.append(TaskEvalCallback(eval_dialogues, scenario, agent_factory=policy, eval_freq=cfg.eval_freq))
     remaining = max(cfg.total_timesteps - model.num_timesteps, 0)
     t_learn = time.perf_counter()
     model.learn(total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=not cfg.resume, tb_log_name=run_name)
@@ -231,7 +236,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         "model": str(model_path),
         "elapsed_s": time.perf_counter() - t0,
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
+    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
     rows = [f"{k:<10} {v['sigma_return_mean']:8.3f} ± {v['sigma_return_ci95']:.3f}" for k, v in final.items()]
     print("held-out σ* return (mean ± 95 % CI):\n" + "\n".join(rows))
     print(f"model: {model_path}\nrun folder: {out}  ({metrics['elapsed_s']:.0f} s)")
@@ -240,6 +245,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="train")
+@user_errors
 def main(cfg: DictConfig) -> None:
     run(cfg, run_dir())
 

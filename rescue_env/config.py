@@ -95,5 +95,10 @@ def hydra_schema(cls: type, name: Optional[str] = None) -> type:
     return dataclasses.make_dataclass(
         name or cls.__name__,
         [(f.name, f.type, dataclasses.field(default=f.default)) for f in fields(cls)],
-        namespace={"__doc__": f"Hydra schema of {cls.__module__}.{cls.__qualname__} (see there)."},
+        namespace={
+            "__doc__": f"Hydra schema of {cls.__module__}.{cls.__qualname__} (see there).",
+            # building the schema object (OmegaConf.to_object, as the config guard does)
+            # runs ``cls``'s own checks: the ranges stay written once, in ``cls``
+            "__post_init__": lambda self: cls(**{f.name: getattr(self, f.name) for f in fields(cls)}),
+        },
     )

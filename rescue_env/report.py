@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from rescue_env.atomic import atomic_write_text, save_figure  # noqa: E402
 from rescue_env.envs.render import draw_stance_graph  # noqa: E402
 from rescue_env.rollout import EpisodeRecord  # noqa: E402
 
@@ -58,7 +59,7 @@ def plot_episode(record: EpisodeRecord, path: Path) -> Path:
     axp.set_yticks([])
     axp.set_xlabel("step (grey lines: therapist speaks)")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 
@@ -72,7 +73,7 @@ def plot_snapshots(record: EpisodeRecord, path: Path, count: int = 3) -> Path:
         p = record.trace[t]
         draw_stance_graph(ax, members, p["distress"], p["stance"], f"t={t}  {p['pattern'] or 'no clear pattern'}")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_figure(fig, path, dpi=80)
     plt.close(fig)
     return path
 
@@ -95,7 +96,7 @@ def plot_comparison(summary: dict[str, dict[str, Any]], path: Path) -> Path:
     a2.set_title("worst-off member's distress", fontsize=10)
     a2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 
@@ -182,7 +183,7 @@ def write_report(
         parts += ["<h2>Configuration</h2>", f"<pre>{html.escape(config_text)}</pre>"]
     parts.append("<!-- judge -->\n</body></html>")
     path = out_dir / "report.html"
-    path.write_text("\n".join(parts), encoding="utf-8")
+    atomic_write_text(path, "\n".join(parts))
     return path
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rescue_env.validation import check_range
 
 @dataclass(frozen=True)
 class RewardConfig:
@@ -39,10 +40,8 @@ class RewardConfig:
         for name in ("w_mean", "beta", "lam", "cost", "gamma"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-                raise ValueError(f"reward {name} must be a number, got {value!r}")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"reward gamma must be within [0, 1], got {self.gamma}")
-        for name in ("w_mean", "lam", "cost"):
-            # a negative weight turns the objective around (distress or talking rewarded)
-            if getattr(self, name) < 0:
-                raise ValueError(f"reward {name} must be ≥ 0, got {getattr(self, name)}")
+                raise ValueError(f"{name}={value!r}: reward weights must be numbers")
+        # a negative weight turns the objective around (distress, coldness or talking rewarded)
+        for name in ("w_mean", "beta", "lam", "cost"):
+            check_range(self, name, 0.0)
+        check_range(self, "gamma", 0.0, 1.0)

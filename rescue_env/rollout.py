@@ -24,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import math
 import os
+import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -287,19 +289,10 @@ class EpisodeJournal:
         self.path = Path(path)
         self._lines: dict[str, str] = {}
         self._records: dict[str, EpisodeRecord] = {}
-        if self.path.exists():
-            data = self.path.read_bytes()
-            end = data.rfind(b"\n") + 1
-            if end < len(data):
-                os.truncate(self.path, end)
-            for line in data[:end].decode("utf-8").splitlines():
-                try:
-                    record = record_from_json(json.loads(line))
-                except (json.JSONDecodeError, KeyError, ValueError):
-                    continue
-                self._lines.pop(record.key, None)
-                self._lines[record.key] = line
-                self._records[record.key] = record
+        for line, record in read_journal(self.path):
+            self._lines.pop(record.key, None)
+            self._lines[record.key] = line
+            self._records[record.key] = record
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -345,6 +338,41 @@ class EpisodeJournal:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def read_journal(path: str | Path) -> list[tuple[str, EpisodeRecord]]:
+    """The whole episodes at the head of an ``episodes.jsonl`` as (line, record), for resume.
+
+    Reading stops at the first line that is not a whole episode (torn by a crash, edited,
+    not UTF-8): that line and everything after it are moved to ``PATH.cut-<UTC time>``
+    beside the file, the file keeps the good prefix, and a warning says so. The episodes
+    cut off are redone by the resumed run."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    out: list[tuple[str, EpisodeRecord]] = []
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0:
+            break  # no newline: the last write was torn
+        try:
+            line = data[pos:end].decode("utf-8")
+            out.append((line, record_from_json(json.loads(line))))
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError):
+            break
+        pos = end + 1
+    if pos < len(data):
+        backup = path.with_name(f"{path.name}.cut-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        backup.write_bytes(data[pos:])
+        os.truncate(path, pos)
+        cut_lines = data[pos:].count(b"\n") + (not data.endswith(b"\n"))
+        logging.getLogger(__name__).warning(
+            "%s: line %d is not a whole episode; kept the %d episodes before it, moved the rest "
+            "(%d lines) to %s; those episodes are run again", path, len(out) + 1, len(out), cut_lines, backup.name,
+        )
+    return out
 
 
 def _trace_point(state, decision, env, members) -> dict[str, Any]:

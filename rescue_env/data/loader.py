@@ -229,8 +229,9 @@ def load_dialogues(path: DataPath = None, *, strict: bool = False) -> list[Dialo
     or a list of those: see :func:`resolve_data_paths`); the bundled seeds when ``path`` is
     ``None``. The one loader every command's ``data.path`` goes through.
 
-    ``strict`` turns warnings (unknown strategy, pattern or utterance-type labels, a speaker
-    missing from ``participants``…) into errors.
+    ``strict`` turns warnings (unknown strategy, pattern or utterance-type labels…) into
+    errors. A ``participants`` string and a speaker missing from ``participants`` are
+    always errors.
 
     Raises:
         DataValidationError: one :class:`Problem` per error, nothing loaded.
@@ -296,10 +297,15 @@ def _read_path(root: Path, strict: bool, dialogues: list[Dialogue], problems: li
 
 
 def write_jsonl(dialogues: Iterable[Dialogue], path: str | Path) -> Path:
-    """Write dialogues as benchmark JSON Lines (readable by :func:`load_dialogues`)."""
+    """Write dialogues as benchmark JSON Lines (readable by :func:`load_dialogues`).
+
+    The file is replaced atomically: killed mid-write, ``path`` keeps its old content
+    (which may be the very file the dialogues were read from)."""
+    from rescue_env.atomic import atomic_open
+
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as fh:
+    with atomic_open(out, "w", encoding="utf-8") as fh:
         for d in dialogues:
             fh.write(json.dumps(d.to_dict(), ensure_ascii=False) + "\n")
     return out
@@ -547,7 +553,10 @@ class _DialogueParser:
 
         declared = obj.get("participants")
         participants: list[str] = []
-        if declared is not None:
+        if isinstance(declared, str):
+            # "Alan, Evelyn" read as one name would make a phantom member and lose Evelyn
+            self.error("participants", f"is a string ({declared[:40]!r})", 'a list of names, e.g. ["Alan", "Evelyn"]')
+        elif declared is not None:
             participants = [n for n in self.names(declared, "participants") if n not in NON_CLIENT_NAMES]
         scenario_v = obj.get("scenario")
         scenario: Scenario | None = None
@@ -607,13 +616,13 @@ class _DialogueParser:
                     note(t, people_order)
             for e in r.internal_emotion:
                 note(e.person, people_order)
-        if declared is None:
+        if declared is None or isinstance(declared, str):  # a string is already an error
             participants = list(people_order)
         else:
             for name in spoken:
                 if name not in participants:
-                    self.warn("participants", f"speaker {name!r} is not listed", "every client who speaks listed in participants")
-                    participants.append(name)
+                    # an error: the simulated group would lack a member who speaks in its history
+                    self.error("participants", f"speaker {name!r} is not listed", "every client who speaks listed in participants")
         mentioned: list[str] = []
         for r in rows:
             for v in r.viewpoints_attitudes:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rescue_env.atomic import save_figure
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.base import TherapistMove
 from rescue_env.dynamics.calibrated import CalibratedModel
@@ -225,6 +226,6 @@ def plot_fidelity(results: list[ScenarioFidelity], path: str | Path) -> Path:
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    save_figure(fig, out, dpi=100)
     plt.close(fig)
     return out

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from rescue_env.atomic import atomic_write_text
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns, strategies
 
 PARAMS_VERSION = 1
@@ -141,7 +142,7 @@ class DynamicsParams:
     def save(self, path: str | Path) -> Path:
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(out, json.dumps(self.to_dict(), indent=1) + "\n")
         return out
 
     @classmethod

@@ -37,6 +37,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any, Iterable, Mapping, Sequence
 
+from rescue_env.atomic import atomic_open, atomic_write_text
 from rescue_env.judges.rubric import DIMENSIONS, MAX_SCORE
 
 REQUIRED_COLUMNS = ("item_id", "dimension", "rater", "score")
@@ -156,7 +157,7 @@ def write_scores_csv(ratings: Iterable[Rating], path: str | Path) -> Path:
     """Write ratings in the agreement CSV shape (``item_id,dimension,rater,score``)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(p, newline="") as fh:
         w = csv.writer(fh)
         w.writerow(REQUIRED_COLUMNS)
         for r in ratings:
@@ -276,7 +277,7 @@ def write_agreement(report: Mapping[str, Any], out_dir: str | Path) -> Path:
     p = Path(out_dir)
     p.mkdir(parents=True, exist_ok=True)
     out = p / "agreement.json"
-    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(out, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return out
 
 

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rescue_env.atomic import atomic_open, atomic_write_text, save_figure
 from rescue_env.judges.rubric import DIMENSIONS, MAX_SCORE, OFFLINE_SCORER
 
 MARKER = "<!-- judge -->"
@@ -75,7 +76,7 @@ def plot_histogram(
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, dpi=110)
     plt.close(fig)
     return out
 
@@ -109,7 +110,7 @@ def plot_heatmap(summary: Mapping[str, Any], path: str | Path) -> Path:
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, dpi=110)
     plt.close(fig)
     return out
 
@@ -221,7 +222,7 @@ def insert_into_report(report_path: str | Path, section: str) -> bool:
             text = text[:k] + section + "\n" + text[k:]
         else:
             text = text + "\n" + section + "\n"
-    p.write_text(text, encoding="utf-8")
+    atomic_write_text(p, text)
     return True
 
 
@@ -239,12 +240,12 @@ def write_outputs(out_dir: str | Path, records: Sequence[Mapping[str, Any]], sum
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     paths["judgements"] = out / "judgements.jsonl"
-    with paths["judgements"].open("w", encoding="utf-8") as fh:
+    with atomic_open(paths["judgements"]) as fh:
         for r in records:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
     paths["scores_csv"] = write_scores_csv(judge_ratings_from_judgements(records), out / "judge_scores.csv")
     paths["closed_loop"] = out / "closed_loop.jsonl"
-    with paths["closed_loop"].open("w", encoding="utf-8") as fh:
+    with atomic_open(paths["closed_loop"]) as fh:
         for e in closed_loop:
             fh.write(json.dumps(e, ensure_ascii=False) + "\n")
     plots = []
@@ -254,7 +255,7 @@ def write_outputs(out_dir: str | Path, records: Sequence[Mapping[str, Any]], sum
         paths["heatmap"] = plot_heatmap(summary, out / "plots" / "judge_heatmap.png")
         plots = [paths["hist"], paths["heatmap"]]
     paths["summary"] = out / "judge_summary.json"
-    paths["summary"].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(paths["summary"], json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     if update_report and insert_into_report(out / "report.html", html_section(summary, plots)):
         paths["report"] = out / "report.html"
     return paths

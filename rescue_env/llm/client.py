@@ -13,8 +13,10 @@ server does:
     with the reason.
 
 Model-side and server-side problems never raise; programmer errors (a bad schema or
-name) do. Usage is accounted per run (``client.usage()``) and per tag, e.g. an episode
-(``client.usage(tag)``).
+name) do. A failure is named for what it is (:mod:`rescue_env.llm.failures`), every text
+from the server passes the secret scrubber, and ``call_timeout_s`` bounds a whole call.
+Usage is accounted per run (``client.usage()``), per tag, e.g. an episode
+(``client.usage(tag)``), and per role (``client.usage_by_role()``).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ from rescue_env.llm.adaptive import AdaptiveConcurrency
 from rescue_env.llm.cache import ResponseCache, fingerprint
 from rescue_env.llm.capabilities import FormatNegotiator, FormatRejected
 from rescue_env.llm.config import LLMConfig
+from rescue_env.llm.failures import describe_body, describe_failure
 from rescue_env.llm.usage import Usage, UsageStats
+from rescue_env.secrets import register_secret_env, scrub
 
 log = logging.getLogger("rescue_env.llm")
 
@@ -175,6 +179,12 @@ class LLMClient:
     def __init__(self, config: LLMConfig | None = None) -> None:
         self.config = config or LLMConfig()
         cfg = self.config
+        register_secret_env(cfg.api_key_env)  # its value is scrubbed from every error and log
+        if not os.environ.get(cfg.api_key_env) and not _is_local(cfg.base_url):
+            log.warning(
+                "$%s is not set: %s will get the dummy key %r (set the variable named by llm.api_key_env "
+                "if the server needs a key)", cfg.api_key_env, cfg.base_url, DUMMY_API_KEY,
+            )
         self._cache = ResponseCache(cfg.cache_dir) if cfg.cache_dir and cfg.cache_mode != "off" else None
         self._run_usage = UsageStats()
         self._tag_usage: dict[str, UsageStats] = {}
@@ -274,23 +284,26 @@ class LLMClient:
         replies: list[_Reply] = []
         data, repaired, reasked, error, retries = None, False, False, "", 0
         try:
-            replies.append(await self.formats.call(send, self._probe))
-            self._remember_format()
-            data, repaired, error = _parse(replies[-1].text, validator)
-            if error:
-                reasked = True
-                log.info("re-asking %s: %s", name, error)
-                retry_messages = [
-                    *request["messages"],
-                    {"role": "assistant", "content": replies[-1].text or ""},
-                    {"role": "user", "content": _REASK.format(error=error)},
-                ]
-                replies.append(await self._send({**request, "messages": retry_messages}, name))
+            async with asyncio.timeout(self.config.call_timeout_s):
+                replies.append(await self.formats.call(send, self._probe))
+                self._remember_format()
                 data, repaired, error = _parse(replies[-1].text, validator)
+                if error:
+                    reasked = True
+                    log.info("re-asking %s: %s", name, error)
+                    retry_messages = [
+                        *request["messages"],
+                        {"role": "assistant", "content": replies[-1].text or ""},
+                        {"role": "user", "content": _REASK.format(error=error)},
+                    ]
+                    replies.append(await self._send({**request, "messages": retry_messages}, name))
+                    data, repaired, error = _parse(replies[-1].text, validator)
         except _CallFailed as exc:
             error, retries = exc.reason, exc.retries
         except FormatRejected as exc:
             error = f"{exc} (llm.structured_outputs={self.formats.setting}; 'auto' finds what the server takes)"
+        except TimeoutError:
+            data, error = None, self._deadline_error()
         return self._finish(
             name, tag, start, replies,
             data=data, error=error, repaired=repaired, reasked=reasked, failed_retries=retries,
@@ -305,12 +318,19 @@ class LLMClient:
         replies: list[_Reply] = []
         error, retries = "", 0
         try:
-            replies.append(await self._send(request))
+            async with asyncio.timeout(self.config.call_timeout_s):
+                replies.append(await self._send(request))
             if replies[-1].text is None:
                 error = "the server returned no choices"
         except _CallFailed as exc:
             error, retries = exc.reason, exc.retries
+        except TimeoutError:
+            error = self._deadline_error()
         return self._finish("text", tag, start, replies, error=error, failed_retries=retries)
+
+    def _deadline_error(self) -> str:
+        cfg = self.config
+        return f"no usable reply within llm.call_timeout_s={cfg.call_timeout_s:g}s (retries and backoff included; one request may take llm.timeout_s={cfg.timeout_s:g}s)"
 
     def _request(
         self, messages: list[dict[str, Any]], seed: int | None, response_format: dict[str, Any] | None
@@ -421,13 +441,15 @@ class LLMClient:
         except openai.APIError as exc:
             if capabilities.is_format_rejection(exc):
                 fmt = (request.get("response_format") or {}).get("type")
-                raise FormatRejected(f"the server rejects response_format {fmt!r}: {exc.message}") from exc
-            message = exc.message
-            if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-                # Servers may quote (part of) the key in this message: never pass it on.
-                message = f"the server refused the key; check ${self.config.api_key_env}"
-            raise _CallFailed(f"{type(exc).__name__}: {message} (after {retries} retries)", retries) from exc
+                raise FormatRejected(f"the server rejects response_format {fmt!r}: {scrub(exc.message)}") from None
+            cfg = self.config
+            reason = describe_failure(exc, base_url=self._server_url(), api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s)
+            raise _CallFailed(f"{reason} (after {retries} retries)", retries) from None
+        if (problem := describe_body(body)) is not None:
+            raise _CallFailed(problem, retries)
         text, usage = _completion_fields(body)
+        if text is not None:
+            text = scrub(text)  # a reply that echoes a key must not reach the transcript
         if text is None:
             return _Reply(None, usage, cached=False, retries=retries)
         if cache is not None and self.config.cache_mode == "readwrite":
@@ -485,6 +507,14 @@ class LLMClient:
                 name, result.latency_s, tag, result.retries, result.cached,
             )
         return result
+
+
+def _is_local(base_url: str) -> bool:
+    """The server runs on this machine (vLLM, Ollama): it usually needs no key."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _completion_fields(body: Any) -> tuple[str | None, Usage]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rescue_env.validation import check_choice, check_range
+
 CACHE_MODES = ("readwrite", "read", "off")
 
 
@@ -47,6 +49,10 @@ class LLMConfig:
     """Upper bound on tokens per reply."""
     timeout_s: float = 60.0
     """Timeout of one HTTP request; a request that runs past it is retried."""
+    call_timeout_s: float = 180.0
+    """Deadline of one logical call, its retries, backoff waits and re-ask included: a call
+    still unanswered then fails with "no reply within …" (a hanging server cannot hold an
+    episode for ``(max_retries + 1) × timeout_s`` plus backoff)."""
     max_concurrency: int = 16
     """Most requests in flight at once over this client (size it to keep the server busy)."""
     adaptive_concurrency: bool = True
@@ -90,9 +96,14 @@ class LLMConfig:
             self.local = LocalServerConfig(**self.local)
         if not self.base_url and self.local is None:
             raise ValueError("llm.base_url is not set: give the server's URL (http://HOST:PORT/v1), or use llm=local")
-        if self.cache_mode not in CACHE_MODES:
-            raise ValueError(f"cache_mode must be one of {CACHE_MODES}, not {self.cache_mode!r}")
-        if self.max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, not {self.max_concurrency}")
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, not {self.max_retries}")
+        check_choice(self, "cache_mode", CACHE_MODES)
+        check_range(self, "max_concurrency", 1)
+        check_range(self, "max_retries", 0)
+        check_range(self, "temperature", 0.0, 2.0)
+        check_range(self, "max_tokens", 1)
+        check_range(self, "timeout_s", 0.0, low_open=True)
+        check_range(self, "call_timeout_s", 0.0, low_open=True)
+        check_range(self, "backoff_initial_s", 0.0)
+        check_range(self, "backoff_max_s", 0.0)
+        check_range(self, "price_per_1k_input", 0.0, optional=True)
+        check_range(self, "price_per_1k_output", 0.0, optional=True)

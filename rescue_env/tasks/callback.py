@@ -6,8 +6,11 @@ dialogues through state extraction, and logs the figures under ``tasks/…`` tag
 (``tasks/itp_f1``, ``tasks/stp_recall_at_1``, ``tasks/ssp_mrr``…), so training can be
 watched against the real therapists' choices.
 
+    from agents.sb3 import SB3Agent
     from rescue_env.tasks.callback import TaskEvalCallback
-    model.learn(100_000, callback=TaskEvalCallback(heldout, "couple", eval_freq=1_000))
+
+    policy = lambda model, scenario: SB3Agent(model, scenario, deterministic=True, name="policy")
+    model.learn(100_000, callback=TaskEvalCallback(heldout, "couple", agent_factory=policy, eval_freq=1_000))
 """
 
 from __future__ import annotations
@@ -33,12 +36,6 @@ LOGGED: dict[str, tuple[str, ...]] = {
 }
 
 
-def _sb3_agent(model: Any, scenario: str) -> Any:
-    from agents.sb3 import SB3Agent
-
-    return SB3Agent(model, scenario, deterministic=True, name="policy")
-
-
 class TaskEvalCallback(BaseCallback):
     """Logs static-task figures of the training policy every ``eval_freq`` calls.
 
@@ -51,8 +48,8 @@ class TaskEvalCallback(BaseCallback):
         tasks: among ``itp``, ``stp``, ``ssp``, ``rpp`` (``rpp`` needs ``pattern_classifier``:
             the policy itself predicts no pattern).
         profile: ``paper`` or ``released`` instance sets.
-        agent_factory: ``(model, scenario) -> agent`` of the agent protocol (default: the
-            project's ``agents.sb3.SB3Agent``).
+        agent_factory: ``(model, scenario) -> agent`` of the agent protocol (e.g. the
+            project's ``agents.sb3.SB3Agent``; ``rescue_env`` does not import the agents).
         pattern_classifier: RPP's classifier (e.g. the calibrated simulator's).
 
     The last figures are kept in :attr:`last_results` (the ``tasks.json`` layout).
@@ -63,10 +60,10 @@ class TaskEvalCallback(BaseCallback):
         dialogues: Sequence[Dialogue],
         scenario: str | None = None,
         *,
+        agent_factory: Callable[[Any, str], Any],
         eval_freq: int = 10_000,
         tasks: Sequence[str] = ("itp", "stp", "ssp"),
         profile: str = "paper",
-        agent_factory: Callable[[Any, str], Any] | None = None,
         pattern_classifier: PatternClassifier | None = None,
         verbose: int = 0,
     ):
@@ -83,7 +80,7 @@ class TaskEvalCallback(BaseCallback):
             raise ValueError(f"no held-out dialogue of scenario {scenario!r} to evaluate on")
         self.scenario = scenario
         self.eval_freq = int(eval_freq)
-        self.agent_factory = agent_factory or _sb3_agent
+        self.agent_factory = agent_factory
         self.pattern_classifier = pattern_classifier
         self.last_results: dict[str, Any] = {}
 

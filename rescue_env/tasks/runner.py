@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rescue_env.atomic import atomic_write_text
 from rescue_env.data.schema import Dialogue
 from rescue_env.tasks.instances import (
     GENERATIVE_TASKS,
@@ -393,7 +394,7 @@ async def arun_tasks(
                 res["generator"] = gen
         results[task] = res
     if out is not None:
-        (out / RESULTS_FILE).write_text(json.dumps(_jsonable(results), indent=2, ensure_ascii=False), encoding="utf-8")
+        atomic_write_text(out / RESULTS_FILE, json.dumps(_jsonable(results), indent=2, ensure_ascii=False))
     if print_table:
         print(format_table(results))
     return results
@@ -414,7 +415,7 @@ def _prepare_out_dir(
             )
     if not resume and details_path.exists():
         details_path.unlink()
-    run_path.write_text(json.dumps({**run_info, "tasks": task_list, "predictor_config": _jsonable(describe), **(settings or {})}, indent=2), encoding="utf-8")
+    atomic_write_text(run_path, json.dumps({**run_info, "tasks": task_list, "predictor_config": _jsonable(describe), **(settings or {})}, indent=2))
     done = read_details(details_path)
     if retry_failed:
         done = {k: v for k, v in done.items() if not v.get("failed")}

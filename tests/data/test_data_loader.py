@@ -298,7 +298,8 @@ def test_participants_inferred_in_order_of_first_appearance(tmp_path):
     assert [r.row_index for r in d.rows] == [1, 2, 3]  # row_index defaults to position
 
 
-def test_speaker_missing_from_participants_is_a_warning(tmp_path):
+def test_speaker_missing_from_participants_is_an_error(tmp_path, run_cli):
+    # the simulated group would lack a member who speaks in its history
     rows = [
         {"primary_speaker": "Ana", "target": ["Ben"], "dialogue_cleaned": "Hi."},
         {"primary_speaker": "Cleo", "target": ["Ana"], "dialogue_cleaned": "Me too."},
@@ -309,13 +310,25 @@ def test_speaker_missing_from_participants_is_a_warning(tmp_path):
         encoding="utf-8",
     )
     report = validate(f)
-    # the speaker's warning, then the group-size one: Cleo makes this couple three
-    assert report.ok and [(w.line, w.field) for w in report.warnings] == [(1, "participants")] * 2
-    assert "Cleo" in report.warnings[0].message and "has 3 members" in report.warnings[1].message
-    assert report.dialogues[0].participants == ["Ana", "Ben", "Cleo"]
-    with pytest.raises(DataValidationError) as err:
-        load_dialogues(f, strict=True)
-    assert [(p.line, p.field) for p in err.value.problems] == [(1, "participants")]
+    assert not report.ok and [(p.line, p.field) for p in report.errors] == [(1, "participants")]
+    assert "'Cleo' is not listed" in str(report.errors[0])
+    with pytest.raises(DataValidationError):
+        load_dialogues(f)
+    res = run_cli("data", "validate", str(f))
+    assert res.rc == 2 and "'Cleo' is not listed" in res.err
+
+
+def test_participants_as_one_string_is_an_error(tmp_path, run_cli):
+    # "Alan, Evelyn" read as one name made a phantom member and dropped Evelyn
+    rows = [
+        {"primary_speaker": "Alan", "target": ["Evelyn"], "dialogue_cleaned": "Hi."},
+        {"primary_speaker": "Evelyn", "target": ["Alan"], "dialogue_cleaned": "Hello."},
+    ]
+    f = tmp_path / "string_participants.jsonl"
+    f.write_text(json.dumps({"sample_id": "x/1", "scenario": "couple", "participants": "Alan, Evelyn", "rows": rows}) + "\n")
+    report = validate(f)
+    assert not report.ok and [(p.line, p.field) for p in report.errors] == [(1, "participants")]
+    assert "is a string" in str(report.errors[0])
 
 
 # --- round trip -----------------------------------------------------------------------------

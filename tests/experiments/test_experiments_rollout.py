@@ -276,9 +276,9 @@ def test_rollout_refuses_the_three_partner_couple_by_name(real_more_path, rescue
     sample, its size and the setting to change."""
     out = tmp_path / "more"
     run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[heuristic]", f"data.path={real_more_path}", "progress=false"])
-    assert run.rc != 0
+    assert run.rc == 2  # a user error: one clear line, no traceback
     err = run.err + run.out
-    assert "GroupSizeError" in err and "aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members (Lorena, Aryn, Josh)" in err
+    assert "Traceback" not in err and "aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members (Lorena, Aryn, Josh)" in err
     assert "env.max_members=3" in err
     assert not (out / "episodes.jsonl").exists()
 

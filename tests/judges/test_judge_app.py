@@ -93,7 +93,9 @@ def test_data_path_without_run_dir_writes_to_out_dir(tmp_path: Path) -> None:
 def test_bad_options_fail_clearly(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="scorer"):
         app.judge_config(_cfg(["scorer=gpt"]))
-    with pytest.raises(SystemExit, match="episodes.jsonl"):
+    from experiments.errors import UserError
+
+    with pytest.raises(UserError, match="episodes.jsonl"):
         app.run(_cfg([f"run_dir={tmp_path}", "progress=false"]))
 
 

@@ -5,7 +5,6 @@ sync and async paths, and the therapist's moves, fallbacks and rankings."""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 
 import numpy as np
@@ -294,7 +293,7 @@ def test_therapist_without_a_reply_fails_the_episode(serve, client_for, seeds, c
     server.stop()  # nothing listens on its port any more
     agent = LLMTherapist("couple", env.encoding, client=dead)
     record = run_episode(env, agent, couple.sample_id, 0, 0)
-    assert record.failed and re.match(r"therapist: API(Connection|Timeout)Error", record.error), record.error
+    assert record.failed and record.error.startswith("therapist: connection refused by "), record.error
     assert len(record.trace) == 1 and record.dialogue is not None  # the transcript up to the failure
 
 

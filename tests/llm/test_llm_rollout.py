@@ -100,7 +100,8 @@ def test_injected_faults_lose_no_episode(kind, serve, data, tmp_path):
     server = serve(varied_responder, faults=faults)
     run_dir = tmp_path / "run"
     run = invoke(llm_args(server.base_url, data, run_dir, "llm.max_retries=6", "llm.timeout_s=1", "report=false"))
-    assert run.rc == 0, run.err[-3000:]
+    # exit 3 exactly when some episode failed (everything is written either way)
+    assert run.rc == (3 if usage_of(run_dir)["episodes_failed"] else 0), run.err[-3000:]
     path = run_dir / "episodes.jsonl"
     keys = keys_of(path)
     assert sorted(keys) == sorted(expected_keys(data)), "no episode lost or duplicated"
@@ -136,7 +137,8 @@ def test_failed_episodes_are_recorded_with_their_reason_and_redone_on_rerun(serv
     run_dir = tmp_path / "run"
     args = llm_args(server.base_url, data, run_dir)
     run = invoke(args)
-    assert run.rc == 0, run.err[-3000:]
+    assert run.rc == 3, run.err[-3000:]  # some episodes failed
+    assert f"{EPISODES} of {2 * EPISODES} episodes failed: client " in run.err and any(f"client {b}: " in run.err for b in broken)
     path = run_dir / "episodes.jsonl"
     by_key = {f"rollout/llm/{o['seed_sample_id']}/ep{o['episode']}": o for o in lines_of(path)}
     assert set(by_key) == expected_keys(data)
@@ -207,6 +209,7 @@ def test_interrupted_run_resumes_to_the_same_file(sig, serve, data, tmp_path):
     assert proc.returncode != 0
     if sig == signal.SIGINT:
         assert "interrupted" in err and "resume" in err
+        assert proc.returncode == 130, proc.returncode  # the shell's code for Ctrl-C
     # whole lines only, fewer than all episodes
     text = (cut / "episodes.jsonl").read_text(encoding="utf-8")
     assert text.endswith("\n") and 2 <= len(text.splitlines()) < len(expected_keys(data))

@@ -52,11 +52,11 @@ def test_logs_task_figures_every_eval_freq(seeds, stub_agent):
 
 def test_rpp_needs_a_pattern_classifier_and_er_is_refused(seeds, stub_agent):
     with pytest.raises(ValueError, match="pattern_classifier"):
-        TaskEvalCallback(seeds, "family", tasks=["rpp"])
+        TaskEvalCallback(seeds, "family", tasks=["rpp"], agent_factory=lambda m, s: stub_agent)
     with pytest.raises(ValueError, match="generative"):
-        TaskEvalCallback(seeds, tasks=["er"])
+        TaskEvalCallback(seeds, tasks=["er"], agent_factory=lambda m, s: stub_agent)
     with pytest.raises(ValueError, match="no held-out dialogue"):
-        TaskEvalCallback([d for d in seeds if d.scenario == "couple"], "family")
+        TaskEvalCallback([d for d in seeds if d.scenario == "couple"], "family", agent_factory=lambda m, s: stub_agent)
     cb = TaskEvalCallback(seeds, "family", eval_freq=0, tasks=["rpp"], agent_factory=lambda m, s: stub_agent,
                           pattern_classifier=CarryForwardPatternClassifier().fit(seeds))
     model = FakeModel()

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from experiments import eval_tasks
-from rescue_env.tasks.predictors import AgentPredictor
+from rescue_env.tasks.predictors import AgentPredictor, check_agent_groups
 
 
 def _compose(overrides: list[str]):
@@ -83,13 +83,16 @@ def test_app_on_the_second_slice_follows_the_three_partner_couple(tmp_path, monk
     assert stp and all({"Josh", "Aryn & Josh", "Lorena & Josh", "Couple"} <= set(i.candidates) for i in stp)
 
 
-def test_an_agent_predictor_refuses_a_group_its_encoding_cannot_hold(real_more_dialogues):
+def test_an_agent_predictor_ranks_the_three_partner_couple_and_a_small_policy_refuses_it(real_more_dialogues):
+    """Couples of three are encodable (env.max_members=3), so a rule agent ranks over all
+    three partners; a policy trained on couples of two refuses the sample by name."""
+    from types import SimpleNamespace
+
     from rescue_env.data import GroupSizeError
 
     registry = pytest.importorskip("agents.registry")
     predictor = AgentPredictor(lambda scenario: registry.make_agent("heuristic", scenario))
-    # before any instance is answered, naming the sample and what to do instead
-    with pytest.raises(GroupSizeError, match=r"aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members.*predictor=prior"):
-        predictor.prepare("itp", "paper", real_more_dialogues)
-    two = [d for d in real_more_dialogues if len(d.participants) == 2]
-    predictor.prepare("itp", "paper", two)
+    predictor.prepare("itp", "paper", real_more_dialogues)  # no member left out, no error
+    small_policy = SimpleNamespace(observer=SimpleNamespace(cap=2), name="trained")
+    with pytest.raises(GroupSizeError, match=r"aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members.*trained on groups of at most 2"):
+        check_agent_groups(small_policy, "couple", real_more_dialogues)
