@@ -84,6 +84,9 @@ def main() -> None:
     parser.add_argument(
         "--fault-rate", type=float, default=0.05, help="share of 500s + 429s in the faulty scenario"
     )
+    parser.add_argument(
+        "--fixed", action="store_true", help="llm.adaptive_concurrency=false (C requests in flight throughout)"
+    )
     args = parser.parse_args()
 
     ideal = args.concurrency / args.latency
@@ -96,7 +99,10 @@ def main() -> None:
     for label, faults in scenarios.items():
         process, base_url = serve(args.latency, faults)
         try:
-            client = LLMClient(LLMConfig(base_url=base_url, model="mock", max_concurrency=args.concurrency))
+            config = LLMConfig(
+                base_url=base_url, model="mock", max_concurrency=args.concurrency, adaptive_concurrency=not args.fixed
+            )
+            client = LLMClient(config)
             rate, steady, cpu, usage = asyncio.run(timed_run(client, args.requests, warmup=args.concurrency))
         finally:
             process.terminate()
@@ -106,6 +112,8 @@ def main() -> None:
             f" steady {steady:6.1f} req/s = {steady / ideal:6.1%}"
             f"  ({usage.retries} retries, {usage.failures} failures, client CPU {cpu * 1000:.2f} ms/call)"
         )
+        if client.concurrency is not None:
+            print(f"{'':>10}  requests in flight: {client.concurrency.report()}")
 
 
 if __name__ == "__main__":

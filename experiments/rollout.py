@@ -154,6 +154,9 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     metrics = {"source": source, "episodes_per_seed": cfg.episodes, "seed": cfg.seed, "elapsed_s": elapsed, **comparison}
     if usage is not None:
         log.info(tabulate(usage_rows(usage), headers=["LLM usage", ""]))
+        headers, by_role = role_rows(usage)
+        if by_role:
+            log.info(tabulate(by_role, headers=headers))
         metrics["llm"] = usage
     atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
     headers, rows = csv_rows(comparison)
@@ -349,13 +352,28 @@ def run_concurrent(
         therapist_fallbacks=sum(int(r.stats.get("therapist_fallbacks", 0)) for r in ran),
         failed_episodes={r.key: r.error for r in ran if r.failed},
         per_agent={name: stats.to_dict() for name, stats in per_agent.items()},
+        **client_report(client),
     )
     return usage
+
+
+def client_report(client: Any) -> dict[str, Any]:
+    """What the client found out about the server: the structured-output mode (and how it was
+    negotiated), the requests in flight it settled on, and the calls per role."""
+    formats = client.formats.report()
+    out: dict[str, Any] = {"structured_outputs_mode": formats["mode"], "structured_outputs": formats}
+    out["per_role"] = {role: stats.to_dict() for role, stats in sorted(client.usage_by_role().items())}
+    if client.concurrency is not None:
+        concurrency = client.concurrency.report()
+        out.update(concurrency=concurrency, concurrency_now=f"{concurrency['limit']} (lowest {concurrency['lowest_limit']}, max {concurrency['max_concurrency']})")
+    return out
 
 
 #: (key of the usage report, label, format) of the printed and HTML usage tables.
 USAGE_COLUMNS = [
     ("model", "model", "{}"),
+    ("structured_outputs_mode", "structured outputs", "{}"),
+    ("concurrency_now", "requests in flight (adapted)", "{}"),
     ("episodes_run", "episodes run", "{:d}"),
     ("episodes_failed", "episodes failed", "{:d}"),
     ("episodes_skipped", "episodes already done", "{:d}"),
@@ -382,10 +400,34 @@ def usage_rows(usage: dict[str, Any]) -> list[list[str]]:
     return [[label, "-" if usage.get(key) is None else fmt.format(usage[key])] for key, label, fmt in USAGE_COLUMNS]
 
 
+#: (key of a role's usage, column header) of the per-role table.
+ROLE_COLUMNS = [
+    ("calls", "calls"),
+    ("valid_first_try", "valid first try"),
+    ("repaired", "repaired"),
+    ("reasked", "re-asked"),
+    ("failures", "failed"),
+    ("prompt_tokens", "prompt tokens"),
+    ("completion_tokens", "reply tokens"),
+]
+
+
+def role_rows(usage: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the per-role table (one row per kind of call: client turn,
+    therapist move, annotator...): what a model gets right and wrong, role by role."""
+    headers = ["LLM role", *(label for _, label in ROLE_COLUMNS)]
+    return headers, [[role, *(stats.get(key, 0) for key, _ in ROLE_COLUMNS)] for role, stats in usage.get("per_role", {}).items()]
+
+
 def usage_html(usage: dict[str, Any]) -> str:
-    """The usage report as an HTML table, with the failed episodes' reasons."""
+    """The usage report as an HTML table, with the per-role table and the failed episodes' reasons."""
     rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in usage_rows(usage))
     parts = [f"<table>{rows}</table>"]
+    headers, by_role = role_rows(usage)
+    if by_role:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in by_role)
+        parts.append(f"<table><tr>{head}</tr>{body}</table>")
     if usage.get("failed_episodes"):
         items = "".join(f"<li><code>{html.escape(k)}</code>: {html.escape(v)}</li>" for k, v in usage["failed_episodes"].items())
         parts.append(f"<p>Failed episodes (a rerun in this folder tries them again):</p><ul>{items}</ul>")

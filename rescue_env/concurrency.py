@@ -52,6 +52,16 @@ class PriorityLimiter:
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
 
+    def set_limit(self, limit: int) -> None:
+        """Change how many may hold a slot at once. Raising it serves waiters now; lowering
+        it takes effect as holders release (none is interrupted)."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        self._free += limit - self.limit
+        self.limit = limit
+        while self._free > 0 and self._hand_over():
+            self._free -= 1
+
     @property
     def in_use(self) -> int:
         """Slots held now."""
@@ -79,12 +89,17 @@ class PriorityLimiter:
 
     def release(self) -> None:
         """Give a slot back: to the first waiter by priority, or to the pool."""
+        if self._free < 0 or not self._hand_over():  # below zero: the limit was lowered
+            self._free += 1
+
+    def _hand_over(self) -> bool:
+        """Give a slot to the first live waiter; False when none is waiting."""
         while self._waiters:
             _, _, fut = heapq.heappop(self._waiters)
             if not fut.done():  # cancelled waiters are skipped
                 fut.set_result(None)
-                return
-        self._free += 1
+                return True
+        return False
 
     @asynccontextmanager
     async def slot(self, priority: int | None = None) -> AsyncIterator[None]:

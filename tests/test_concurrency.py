@@ -138,3 +138,28 @@ def test_an_episode_restores_the_callers_priority(seed_dialogues):
         return request_priority.get()
 
     assert asyncio.run(main()) == 7
+
+
+def test_set_limit_raises_at_once_and_lowers_as_holders_leave():
+    async def main():
+        limiter = PriorityLimiter(2)
+        await limiter.acquire()
+        await limiter.acquire()
+        waiter = asyncio.ensure_future(limiter.acquire())
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        limiter.set_limit(3)  # a new slot goes to the waiter now
+        await asyncio.sleep(0)
+        assert waiter.done() and limiter.in_use == 3
+        limiter.set_limit(1)  # nobody is interrupted; two releases only pay the debt
+        assert limiter.in_use == 3
+        limiter.release()
+        limiter.release()
+        late = asyncio.ensure_future(limiter.acquire())
+        await asyncio.sleep(0)
+        assert not late.done() and limiter.in_use == 1
+        limiter.release()
+        await asyncio.sleep(0)
+        assert late.done() and limiter.in_use == 1
+
+    asyncio.run(main())

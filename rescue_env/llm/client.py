@@ -1,17 +1,22 @@
 """One async client for every LLM call of the project, over ``openai.AsyncOpenAI``.
 
 ``LLMClient.complete_json`` sends a Chat Completions request whose JSON Schema travels in
-``response_format``, and returns an ``LLMResult`` whatever the model or server does:
+``response_format`` (in the strongest form the server takes, found on the first call:
+:mod:`rescue_env.llm.capabilities`), and returns an ``LLMResult`` whatever the model or
+server does:
 
-    cache lookup -> request (bounded concurrency; retries with backoff on 429, 5xx,
-    timeouts and connection errors, honouring Retry-After) -> parse (code fences stripped,
-    ``json_repair`` on malformed JSON) -> validate (``jsonschema``) -> if unusable, re-ask
-    once with the bad reply and a correction -> else ``ok=False`` with the reason.
+    cache lookup -> request (concurrency bounded and adapted to the server,
+    :mod:`rescue_env.llm.adaptive`; retries with backoff on 429, 5xx, timeouts and connection
+    errors, honouring Retry-After) -> parse (code fences stripped, ``json_repair`` on
+    malformed JSON, numbers and arrays clamped to their bounds) -> validate (``jsonschema``)
+    -> if unusable, re-ask once with the bad reply and a correction -> else ``ok=False``
+    with the reason.
 
 Model-side and server-side problems never raise; programmer errors (a bad schema or
 name) do. A failure is named for what it is (:mod:`rescue_env.llm.failures`), every text
-from the server passes the secret scrubber, and ``call_timeout_s`` bounds a whole call. Usage is accounted per run (``client.usage()``) and per tag, e.g. an episode
-(``client.usage(tag)``).
+from the server passes the secret scrubber, and ``call_timeout_s`` bounds a whole call.
+Usage is accounted per run (``client.usage()``), per tag, e.g. an episode
+(``client.usage(tag)``), and per role (``client.usage_by_role()``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,10 @@ from jsonschema.exceptions import best_match
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from rescue_env.concurrency import RETRY_PRIORITY, PriorityLimiter
+from rescue_env.llm import capabilities
+from rescue_env.llm.adaptive import AdaptiveConcurrency
 from rescue_env.llm.cache import ResponseCache, fingerprint
+from rescue_env.llm.capabilities import FormatNegotiator, FormatRejected
 from rescue_env.llm.config import LLMConfig
 from rescue_env.llm.failures import describe_body, describe_failure
 from rescue_env.llm.usage import Usage, UsageStats
@@ -98,9 +106,12 @@ class _CallFailed(Exception):
 
 
 def _is_transient(exc: BaseException) -> bool:
-    """Worth retrying: timeouts, connection errors, 429 and 5xx (not other 4xx)."""
+    """Worth retrying: timeouts, connection errors, 429 and 5xx (not other 4xx, nor a
+    refused ``response_format``: asking again in the same format cannot help)."""
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
+    if capabilities.is_format_rejection(exc):
+        return False
     return isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500)
 
 
@@ -148,6 +159,8 @@ def _parse(text: str | None, validator: Draft202012Validator) -> tuple[dict[str,
         data, repaired = json_repair.loads(body), True
     if not isinstance(data, dict):
         return None, repaired, "the reply is not a JSON object"
+    if best_match(validator.iter_errors(data)) is not None and capabilities.clamp_to_bounds(data, validator):
+        repaired = True  # a grammar let a number or an array past its bound
     if (error := best_match(validator.iter_errors(data))) is not None:
         where = "/".join(map(str, error.absolute_path)) or "the top level"
         return None, repaired, f"schema violation at {where}: {error.message[:200]}"
@@ -175,13 +188,42 @@ class LLMClient:
         self._cache = ResponseCache(cfg.cache_dir) if cfg.cache_dir and cfg.cache_mode != "off" else None
         self._run_usage = UsageStats()
         self._tag_usage: dict[str, UsageStats] = {}
+        self._role_usage: dict[str, UsageStats] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._openai: openai.AsyncOpenAI | None = None
         self._limiter: PriorityLimiter | None = None
         self._closer: asyncio.Task[None] | None = None
+        self.formats = FormatNegotiator(cfg.structured_outputs)
+        """The structured-output mode in use and how it was found (``formats.report()``)."""
+        self._format_stored = False
+        self.concurrency = AdaptiveConcurrency(cfg.max_concurrency) if cfg.adaptive_concurrency else None
+        """Requests in flight sized to the server (``concurrency.report()``); None: fixed."""
+        if self._cache is not None and (stored := self._cache.get(self._formats_key())) is not None:
+            self.formats.restore(stored.get("mode", ""))  # a replay needs the requests it cached
+            self._format_stored = True
 
     def __repr__(self) -> str:
-        return f"LLMClient(base_url={self.config.base_url!r}, model={self.config.model!r})"
+        return f"LLMClient(base_url={self.config.base_url or 'local'!r}, model={self.config.model!r})"
+
+    def _server_url(self) -> str:
+        """``config.base_url``, or the URL of the embedded server (started on first use)."""
+        if self.config.base_url:
+            return self.config.base_url
+        from rescue_env.llm.local_server import shared_server
+
+        assert self.config.local is not None  # LLMConfig checks it
+        return shared_server(self.config.local, self.config.model).base_url
+
+    @functools.cached_property
+    def _server_identity(self) -> str:
+        """What names the server in cache keys: its URL, or the embedded model's file (whose
+        port changes from run to run)."""
+        if self.config.base_url:
+            return self.config.base_url.rstrip("/")
+        from rescue_env.llm.local_server import model_path
+
+        assert self.config.local is not None
+        return f"local:{model_path(self.config.local).name}"
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -199,6 +241,11 @@ class LLMClient:
     def usage(self, tag: str | None = None) -> UsageStats:
         """Live totals of the whole run, or of the calls made with ``tag`` (empty if none)."""
         return self._run_usage if tag is None else self._tag_usage.setdefault(tag, UsageStats())
+
+    def usage_by_role(self) -> dict[str, UsageStats]:
+        """Live totals per schema ``name`` of ``complete_json`` (``text`` for ``complete_text``):
+        tokens and how often each role's replies were valid first time, repaired, re-asked, failed."""
+        return dict(self._role_usage)
 
     async def complete_json(
         self,
@@ -225,22 +272,21 @@ class LLMClient:
         if schema.get("type") != "object":
             raise ValueError("the schema's root must be {'type': 'object', ...}: structured outputs need an object")
         validator = _validator(json.dumps(schema, sort_keys=True))
-        if self.config.structured_outputs:
-            response_format: dict[str, Any] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema, "strict": True},
-            }
-        else:
-            response_format = {"type": "json_object"}
-            messages = _with_schema_prompt(messages, schema)
-        request = self._request(messages, seed, response_format)
+        request: dict[str, Any] = {}
+
+        async def send(mode: str) -> _Reply:
+            nonlocal request
+            shown = _with_schema_prompt(messages, schema) if capabilities.schema_in_prompt(mode) else messages
+            request = self._request(shown, seed, capabilities.response_format(mode, name, schema))
+            return await self._send(request, name)
 
         start = time.perf_counter()
         replies: list[_Reply] = []
         data, repaired, reasked, error, retries = None, False, False, "", 0
         try:
             async with asyncio.timeout(self.config.call_timeout_s):
-                replies.append(await self._send(request))
+                replies.append(await self.formats.call(send, self._probe))
+                self._remember_format()
                 data, repaired, error = _parse(replies[-1].text, validator)
                 if error:
                     reasked = True
@@ -250,10 +296,12 @@ class LLMClient:
                         {"role": "assistant", "content": replies[-1].text or ""},
                         {"role": "user", "content": _REASK.format(error=error)},
                     ]
-                    replies.append(await self._send({**request, "messages": retry_messages}))
+                    replies.append(await self._send({**request, "messages": retry_messages}, name))
                     data, repaired, error = _parse(replies[-1].text, validator)
         except _CallFailed as exc:
             error, retries = exc.reason, exc.retries
+        except FormatRejected as exc:
+            error = f"{exc} (llm.structured_outputs={self.formats.setting}; 'auto' finds what the server takes)"
         except TimeoutError:
             data, error = None, self._deadline_error()
         return self._finish(
@@ -301,9 +349,32 @@ class LLMClient:
             request["response_format"] = response_format
         return {**request, **cfg.extra_body}
 
+    async def _probe(self, mode: str) -> bool:
+        """Whether the server enforces a schema sent in ``mode`` (one tiny request)."""
+        request = self._request(
+            capabilities.PROBE_MESSAGES, None, capabilities.response_format(mode, "probe", capabilities.PROBE_SCHEMA)
+        )
+        request["max_tokens"] = 16
+        try:
+            reply = await self._send(request)
+        except _CallFailed as exc:
+            raise FormatRejected(exc.reason) from None
+        return capabilities.probe_enforced(reply.text)
+
+    def _formats_key(self) -> str:
+        return self.cache_key({"structured_outputs": "negotiated mode", "model": self.config.model})
+
+    def _remember_format(self) -> None:
+        """Store a negotiated mode beside the cached replies, so a replay sends the same requests."""
+        if self._format_stored or self.formats.setting != "auto" or self.formats.mode is None:
+            return
+        if self._cache is not None and self.config.cache_mode == "readwrite":
+            self._cache.put(self._formats_key(), {"mode": self.formats.mode})
+        self._format_stored = True
+
     def cache_key(self, request: dict[str, Any]) -> str:
-        """Fingerprint of a request body sent to ``config.base_url``."""
-        return fingerprint({"base_url": self.config.base_url.rstrip("/"), **request})
+        """Fingerprint of a request body sent to the server (``config.base_url`` or the local model)."""
+        return fingerprint({"base_url": self._server_identity, **request})
 
     def _bind_loop(self) -> tuple[openai.AsyncOpenAI, PriorityLimiter]:
         """The HTTP client and request limiter of the running loop (they cannot cross loops)."""
@@ -311,14 +382,14 @@ class LLMClient:
         if self._openai is None or self._limiter is None or loop is not self._loop:
             cfg = self.config
             self._openai = openai.AsyncOpenAI(
-                base_url=cfg.base_url,
+                base_url=self._server_url(),
                 api_key=os.environ.get(cfg.api_key_env) or DUMMY_API_KEY,
                 max_retries=0,  # tenacity below is the one retry mechanism
                 timeout=cfg.timeout_s,
                 http_client=_http_client(),
             )
             # at most max_concurrency requests in flight; waiting ones go by request_priority
-            self._limiter = PriorityLimiter(cfg.max_concurrency)
+            self._limiter = self.concurrency.limiter() if self.concurrency else PriorityLimiter(cfg.max_concurrency)
             self._loop = loop
             # asyncio.run cancels pending tasks before it closes its loop; this one then
             # closes the loop's connections, so run_sync-style use leaves no socket open.
@@ -333,7 +404,7 @@ class LLMClient:
         backoff = wait_random_exponential(multiplier=self.config.backoff_initial_s, max=self.config.backoff_max_s)
         return backoff(state)
 
-    async def _send(self, request: dict[str, Any]) -> _Reply:
+    async def _send(self, request: dict[str, Any], kind: str = "") -> _Reply:
         """One reply for ``request``, from the cache or the server; raises ``_CallFailed``."""
         cache = self._cache
         key = self.cache_key(request) if cache is not None else ""
@@ -358,10 +429,21 @@ class LLMClient:
                         # cast_to=object returns the parsed JSON body without building the
                         # ChatCompletion model tree (~0.4 ms): at high concurrency the event
                         # loop's CPU, not the server, sets the pace. We read three fields.
-                        body = await client.post("/chat/completions", body=request, cast_to=object)
+                        sent_at = time.perf_counter()  # latency counts from here, not from the queue
+                        try:
+                            body = await client.post("/chat/completions", body=request, cast_to=object)
+                        except openai.APIError as exc:
+                            if self.concurrency:
+                                self.concurrency.on_error(exc, sent_at)
+                            raise
+                        if self.concurrency:
+                            self.concurrency.on_reply(kind, sent_at, time.perf_counter() - sent_at)
         except openai.APIError as exc:
+            if capabilities.is_format_rejection(exc):
+                fmt = (request.get("response_format") or {}).get("type")
+                raise FormatRejected(f"the server rejects response_format {fmt!r}: {scrub(exc.message)}") from None
             cfg = self.config
-            reason = describe_failure(exc, base_url=cfg.base_url, api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s)
+            reason = describe_failure(exc, base_url=self._server_url(), api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s)
             raise _CallFailed(f"{reason} (after {retries} retries)", retries) from None
         if (problem := describe_body(body)) is not None:
             raise _CallFailed(problem, retries)
@@ -405,7 +487,8 @@ class LLMClient:
         cost = None
         if price_in is not None and price_out is not None:
             cost = (billed.prompt_tokens * price_in + billed.completion_tokens * price_out) / 1000
-        for stats in [self._run_usage] + ([self.usage(tag)] if tag is not None else []):
+        role = self._role_usage.setdefault(name, UsageStats())
+        for stats in [self._run_usage, role] + ([self.usage(tag)] if tag is not None else []):
             stats.record(
                 ok=result.ok,
                 cached=result.cached,

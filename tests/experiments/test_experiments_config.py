@@ -24,7 +24,7 @@ def test_every_group_has_its_options():
     assert options("env") == ["all", "couple", "family"]
     assert options("dynamics") == ["calibrated", "llm"]
     assert options("reward") == ["sigma_star"]
-    assert options("llm") == ["default", "ollama", "openai", "vllm"]
+    assert options("llm") == ["default", "local", "ollama", "openai", "vllm"]
     assert {"none", "train_small"} <= set(options("experiment"))
     assert options("data") == ["seeds"]
     assert {"never", "random", "heuristic", "imitation", "ppo", "maskable_ppo", "none"} <= set(options("agent"))
@@ -81,12 +81,14 @@ def test_agent_group(agent):
         ("vllm", "http://127.0.0.1:8000/v1", "VLLM_API_KEY"),
         ("ollama", "http://127.0.0.1:11434/v1", "OLLAMA_API_KEY"),
         ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        ("local", None, "LOCAL_LLM_API_KEY"),
     ],
 )
 def test_llm_group(llm, base_url, key_env):
     cfg = compose("rollout", [f"llm={llm}"])
     assert cfg.llm.base_url == base_url and cfg.llm.api_key_env == key_env
     assert cfg.llm.model and cfg.llm.max_retries == 5 and cfg.llm.temperature == 0.0
+    assert (cfg.llm.local is not None) == (llm == "local")  # the embedded server: only llm=local
 
 
 @pytest.mark.parametrize("command", ["rollout", "train", "calibrate"])

