@@ -81,9 +81,7 @@ def rebuild_report(run_dir: str | Path, compare_to: str | None = None) -> Path:
 def merge_runs(out: str | Path, shards: list[str | Path], compare_to: str | None = None) -> dict:
     """Join the shard run folders into ``out``; returns the merged ``metrics.json``. A key
     present in two shards is an error unless both lines are equal (the same episode)."""
-    import csv
-
-    from rescue_env.report import csv_rows
+    from experiments.rollout import write_figures
 
     out = Path(out)
     lines: dict[str, str] = {}
@@ -107,12 +105,7 @@ def merge_runs(out: str | Path, shards: list[str | Path], compare_to: str | None
     reference = compare_to if compare_to is not None else next((m.get("compare_to") for m in metrics_of if m.get("compare_to")), "heuristic")
     comparison = compare(records, reference)
     metrics = {"merged_from": [str(s) for s in shards], **comparison, "shards": metrics_of}
-    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
-    headers, rows = csv_rows(comparison)
-    with atomic_open(out / "summary.csv", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(headers)
-        writer.writerows(rows)
+    write_figures(out, metrics, comparison)
     config = Path(shards[0]) / ".hydra" / "config.yaml"
     write_report(out, comparison, records, config_text=config.read_text(encoding="utf-8") if config.is_file() else "")
     return metrics

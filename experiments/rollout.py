@@ -158,12 +158,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         if by_role:
             log.info(tabulate(by_role, headers=headers))
         metrics["llm"] = usage
-    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
-    headers, rows = csv_rows(comparison)
-    with atomic_open(out / "summary.csv", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(headers)
-        writer.writerows(rows)
+    write_figures(out, metrics, comparison)
     if cfg.report:
         sections = [("LLM usage", usage_html(usage))] if usage is not None else []
         report = write_report(
@@ -410,6 +405,17 @@ ROLE_COLUMNS = [
     ("prompt_tokens", "prompt tokens"),
     ("completion_tokens", "reply tokens"),
 ]
+
+
+def write_figures(out: Path, metrics: dict[str, Any], comparison: dict[str, Any]) -> None:
+    """A run folder's ``metrics.json`` and ``summary.csv`` (one row per agent and scope),
+    each written atomically."""
+    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    headers, rows = csv_rows(comparison)
+    with atomic_open(out / "summary.csv", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(headers)
+        writer.writerows(rows)
 
 
 def role_rows(usage: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
