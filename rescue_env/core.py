@@ -571,12 +571,6 @@ def _finish_kernel(S, P, n_patterns):
         _finish(e, S, P, n_patterns)
 
 
-@njit(cache=True)
-def _observe_kernel(S, P, n_patterns):
-    for e in range(S[0].shape[0]):
-        _observe(e, S, P, n_patterns)
-
-
 # ------------------------------------------------------------------------------------------
 # Python side: tables, start states, the Core object
 
@@ -774,6 +768,8 @@ class Core:
     # settings ---------------------------------------------------------------------------------
     def set_reward(self, reward: RewardConfig) -> None:
         """Use ``reward``'s weights from the next step on."""
+        if not isinstance(reward, RewardConfig):
+            raise TypeError(f"reward_cfg must be a RewardConfig, got {type(reward).__name__}")
         P = self.P
         P[P_W_MEAN], P[P_BETA], P[P_LAM], P[P_COST], P[P_GAMMA] = reward.w_mean, reward.beta, reward.lam, reward.cost, reward.gamma
         self.reward = reward

@@ -120,6 +120,13 @@ class Simulation:
             self.starts = StartTable(self.dialogues, scenario_patterns(scenario), cap, config.min_prefix)
         self.observer = Observer(self.encoding, scenario_patterns(scenario), config.horizon)
 
+    def set_horizon(self, core: Core, horizon: int) -> None:
+        """A new horizon for ``core`` (made by :meth:`core`): the config, the core's episode
+        end and the observation's ``tempo`` follow."""
+        self.config = c = self.config.replace(horizon=horizon)
+        core.set_episode_end(horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle)
+        self.observer.horizon = c.horizon
+
     def core(self, num_sessions: int) -> Core:
         """A core of ``num_sessions`` sessions over this simulation."""
         c = self.config

@@ -111,8 +111,7 @@ class GroupSupportEnv(gym.Env):
     ):
         if scenario is not None:
             settings["scenario"] = scenario
-        self.config = EnvConfig.of(config, **settings)
-        self.sim = Simulation(self.config, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
+        self.sim = Simulation(EnvConfig.of(config, **settings), dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
         self.core = self.sim.core(1)
         self.observation_space = self.sim.observer.space
         self.action_space = spaces.Discrete(self.sim.encoding.n_actions)
@@ -125,6 +124,7 @@ class GroupSupportEnv(gym.Env):
         self._last: tuple[TherapistMove, list[Row]] | None = None
 
     # settings and parts ---------------------------------------------------------------------
+    config = property(lambda self: self.sim.config, doc="The env settings (:class:`EnvConfig`).")
     scenario = property(lambda self: self.config.scenario, doc="``couple`` or ``family``.")
     encoding = property(lambda self: self.sim.encoding, doc="The therapist's action encoding.")
     backend = property(lambda self: self.sim.backend, doc="The LLM client model, or ``None`` (calibrated).")
@@ -140,10 +140,7 @@ class GroupSupportEnv(gym.Env):
 
     @horizon.setter
     def horizon(self, value: int) -> None:
-        self.config = self.config.replace(horizon=value)
-        c = self.config
-        self.core.set_episode_end(horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle)
-        self.sim.observer.horizon = c.horizon
+        self.sim.set_horizon(self.core, value)
 
     @property
     def reward_cfg(self) -> RewardConfig:
@@ -152,8 +149,6 @@ class GroupSupportEnv(gym.Env):
 
     @reward_cfg.setter
     def reward_cfg(self, value: RewardConfig) -> None:
-        if not isinstance(value, RewardConfig):
-            raise TypeError(f"reward_cfg must be a RewardConfig, got {type(value).__name__}")
         self.core.set_reward(value)
 
     # -------------------------------------------------------------------------------------
@@ -185,12 +180,6 @@ class GroupSupportEnv(gym.Env):
     # -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        spec = self.spec
-        if spec is not None and spec.max_episode_steps is not None and spec.max_episode_steps != self.horizon:
-            raise ValueError(
-                f"the TimeLimit wrapper truncates at {spec.max_episode_steps} steps but horizon={self.horizon}: "
-                f"pass max_episode_steps={self.horizon} to gym.make along with horizon"
-            )
         dialogue, row = start_options(self.sim.starts, options)
         key = episode_key(self.np_random) if seed is not None or self._key is None else int(next_key(np.uint64(self._key)))
         self._key = key
@@ -213,11 +202,7 @@ class GroupSupportEnv(gym.Env):
 
     def step(self, action):
         move, before = self._begin_step(action)
-        if self.backend is None:
-            self.core.step(self._actions)
-            turns = self._model_turns() if self.config.record_transcript or self.render_mode else []
-        else:
-            turns = call_blocking(self._respond(move, before))
+        turns = self._calibrated_step() if self.backend is None else call_blocking(self._respond(move, before))
         return self._end_step(move, turns, before)
 
     async def astep(self, action, *, therapist_text: str = ""):
@@ -226,11 +211,7 @@ class GroupSupportEnv(gym.Env):
         if therapist_text:
             self.say(therapist_text)
         move, before = self._begin_step(action)
-        if self.backend is None:
-            self.core.step(self._actions)
-            turns = self._model_turns() if self.config.record_transcript or self.render_mode else []
-        else:
-            turns = await self._respond(move, before)
+        turns = self._calibrated_step() if self.backend is None else await self._respond(move, before)
         return self._end_step(move, turns, before)
 
     def _begin_step(self, action: Any) -> tuple[TherapistMove | None, str | None]:
@@ -245,6 +226,11 @@ class GroupSupportEnv(gym.Env):
             move, _ = session.move_for(a, self._text)
         self._text = ""
         return move, session.state.pattern
+
+    def _calibrated_step(self) -> list[ClientTurn]:
+        """The whole step in the core; the client turns only where a transcript wants them."""
+        self.core.step(self._actions)
+        return self._model_turns() if self.config.record_transcript else []
 
     def _model_turns(self) -> list[ClientTurn]:
         return [ClientTurn(slot, UTTERANCE_TYPES[utype], addressee) for slot, utype, addressee in self.core.turns(0)]

@@ -185,8 +185,7 @@ class GroupSupportParallelEnv(ParallelEnv):
             core.BA[0, i] = 0 if b is None else b.addressee
         try:
             if single.backend is None:
-                core.step(single._actions)
-                turns = single._model_turns() if single.record_transcript or self.render_mode else []
+                turns = single._calibrated_step()
             else:
                 turns = call_blocking(single._respond(move, before, behaviours or None))
         finally:

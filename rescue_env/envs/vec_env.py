@@ -176,15 +176,9 @@ class GroupSupportVecEnv(VecEnv):
         if indices is not None and list(self._get_indices(indices)) != list(range(self.num_envs)):
             raise ValueError("GroupSupportVecEnv's settings are shared by every session: set them for all (indices=None)")
         if attr_name == "reward_cfg":
-            if not isinstance(value, RewardConfig):
-                raise TypeError(f"reward_cfg must be a RewardConfig, got {type(value).__name__}")
             self._batch.core.set_reward(value)
         elif attr_name == "horizon":
-            batch = self._batch
-            batch.config = batch.config.replace(horizon=value)
-            c = batch.config
-            batch.core.set_episode_end(horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle)
-            batch.sim.observer.horizon = c.horizon
+            self._batch.sim.set_horizon(self._batch.core, value)
         else:
             raise AttributeError(f"GroupSupportVecEnv can set 'reward_cfg' and 'horizon'; not {attr_name!r} (build a new VecEnv with other settings)")
 

@@ -54,16 +54,20 @@ class _Batch:
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer ≥ 1, got {num_envs!r}")
-        self.config = EnvConfig.of(config, **settings)
-        if self.config.record_transcript or self.config.render_mode is not None:
+        config = EnvConfig.of(config, **settings)
+        if config.record_transcript or config.render_mode is not None:
             # transcripts and rendering are for single episodes (rollouts); batches are for speed
             raise ValueError("the batched envs neither record transcripts nor render: use GroupSupportEnv (or gym.make_vec(..., vectorization_mode='sync')) for that")
         if not (isinstance(dynamics, str) and dynamics == "calibrated"):
             raise ValueError("the batched envs run the calibrated model only; LLM clients run in GroupSupportEnv (see `rescue rollout dynamics=llm`)")
-        self.sim = Simulation(self.config, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
+        self.sim = Simulation(config, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
         self.n = int(num_envs)
         self.core: Core = self.sim.core(self.n)
         self.started = np.zeros(self.n, bool)
+
+    @property
+    def config(self) -> EnvConfig:
+        return self.sim.config
 
     def reset(self, idx: np.ndarray, seeds: Sequence[int | None], options: dict[str, Any] | None) -> None:
         """Start sessions ``idx``; ``seeds[k]`` seeds session ``idx[k]`` (``None``: its key
@@ -152,8 +156,6 @@ class GroupSupportVectorEnv(VectorEnv):
 
     @reward_cfg.setter
     def reward_cfg(self, value: RewardConfig) -> None:
-        if not isinstance(value, RewardConfig):
-            raise TypeError(f"reward_cfg must be a RewardConfig, got {type(value).__name__}")
         self._batch.core.set_reward(value)
 
     def _obs(self) -> dict[str, np.ndarray]:
