@@ -34,6 +34,7 @@ from rescue_env.llm.backend import client_from_config
 from rescue_env.llm.client import LLMClient, LLMResult
 from rescue_env.llm.config import LLMConfig
 from rescue_env.llm.errors import LLMCallFailed
+from rescue_env.llm.tokens import Prompt
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
 
@@ -137,11 +138,12 @@ class LLMTherapist:
         self._session = weakref.ref(session)
         self._tag = tag
 
-    def _history(self) -> str | None:
+    def _lines(self) -> list[str] | None:
+        """The transcript lines so far (None when the session records no transcript)."""
         session = self._session() if self._session is not None else None
         if session is None or not session.record:
             return None
-        return prompts.transcript_block(self._rendered.lines(session.rows), self.window)
+        return self._rendered.lines(session.rows)
 
     def _seed_for_call(self) -> int | None:
         base = self.client.config.seed
@@ -149,14 +151,18 @@ class LLMTherapist:
             return None
         return (base + (self._seed or 0) * 1009 + self._t) % (2**31 - 1)
 
-    def _messages(self, state: GroupState, encoding: ActionEncoding, labels: list[str], *, rank: bool) -> list[dict[str, str]]:
-        history = self._history()
-        summary = state_summary(state) if self.show_state or history is None else None
-        user = (prompts.therapist_rank_user if rank else prompts.therapist_move_user)(history or "(transcript not available)", summary)
-        return [
-            {"role": "system", "content": prompts.therapist_system(encoding.scenario, list(state.members), labels)},
-            {"role": "user", "content": user},
-        ]
+    def _messages(self, state: GroupState, encoding: ActionEncoding, labels: list[str], *, rank: bool) -> Prompt:
+        """The therapist's prompt; its transcript window shrinks if the model's context is small."""
+        lines = self._lines()
+        summary = state_summary(state) if self.show_state or lines is None else None
+        ask = prompts.therapist_rank_user if rank else prompts.therapist_move_user
+        system = {"role": "system", "content": prompts.therapist_system(encoding.scenario, list(state.members), labels)}
+
+        def build(window: int) -> list[dict[str, str]]:
+            history = "(transcript not available)" if lines is None else prompts.transcript_block(lines, window)
+            return [system, {"role": "user", "content": ask(history, summary)}]
+
+        return Prompt(build, self.window)
 
     @staticmethod
     def _targets(encoding: ActionEncoding, members: list[str]) -> dict[str, int]:

@@ -402,6 +402,7 @@ ROLE_COLUMNS = [
     ("repaired", "repaired"),
     ("reasked", "re-asked"),
     ("failures", "failed"),
+    ("trimmed", "transcript trimmed"),
     ("prompt_tokens", "prompt tokens"),
     ("completion_tokens", "reply tokens"),
 ]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rescue_env.llm import prompts
 from rescue_env.llm.client import LLMClient
 from rescue_env.llm.errors import LLMCallFailed
+from rescue_env.llm.tokens import Prompt
 
 
 class LLMAnnotator:
@@ -36,9 +37,11 @@ class LLMAnnotator:
     ) -> str | None:
         """The pattern label after ``lines`` (None: no clear pattern); raises
         :class:`~rescue_env.llm.errors.LLMCallFailed` when the call fails for good."""
-        history = prompts.transcript_block(lines, self.window)
-        messages = prompts.annotator_messages(self.scenario, members, history, previous)
-        result = await self.client.complete_json(messages, self.schema, name="relation_pattern", seed=seed, tag=tag)
+        prompt = Prompt(
+            lambda window: prompts.annotator_messages(self.scenario, members, prompts.transcript_block(lines, window), previous),
+            self.window,
+        )
+        result = await self.client.complete_json(prompt, self.schema, name="relation_pattern", seed=seed, tag=tag)
         if not result.ok or result.data is None:
             raise LLMCallFailed("pattern annotator", result.error)
         label = result.data["pattern"]

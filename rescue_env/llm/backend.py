@@ -56,6 +56,7 @@ from rescue_env.llm.client import LLMClient
 from rescue_env.llm.config import LLMConfig
 from rescue_env.llm.errors import LLMCallFailed
 from rescue_env.llm.personas import EpisodeMemory
+from rescue_env.llm.tokens import Prompt
 from rescue_env.state import GroupState, distress_of
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES
 
@@ -309,11 +310,13 @@ class LLMBackend:
             addressees = [memory.label_of(behaviour.addressee)]
         schema = prompts.client_turn_schema(others, addressees, utterance_types=types, speak_choice=speak_choice)
         stance_row = memory.stance_row(slot)
-        messages = [
-            {"role": "system", "content": prompts.persona_system(memory.scenario, persona.name, persona.role, others, memory.group_label)},
-            {"role": "user", "content": prompts.persona_user(prompts.transcript_block(history, self.window), persona.private_state(members, stance_row), cue)},
-        ]
-        result = await self.client.complete_json(messages, schema, name="client_turn", seed=seed, tag=memory.tag)
+        system = {"role": "system", "content": prompts.persona_system(memory.scenario, persona.name, persona.role, others, memory.group_label)}
+        private = persona.private_state(members, stance_row)
+        prompt = Prompt(
+            lambda window: [system, {"role": "user", "content": prompts.persona_user(prompts.transcript_block(history, window), private, cue)}],
+            self.window,
+        )
+        result = await self.client.complete_json(prompt, schema, name="client_turn", seed=seed, tag=memory.tag)
         if not result.ok or result.data is None:
             raise LLMCallFailed(f"client {persona.name}", result.error)
         data = result.data

@@ -49,6 +49,13 @@ SETTINGS = ("auto", *MODES)
 #: Longest free-text string asked of a grammar-constrained model (``json_object_schema``):
 #: without it a small model can fill a string up to ``max_tokens``.
 GRAMMAR_MAX_STRING_CHARS = 300
+#: Tighter bounds for the free-text fields of the project's schemas, by property name: a
+#: spoken turn is one to three sentences, an emotion or an attitude a few words. They also
+#: size each role's reply budget (:func:`rescue_env.llm.tokens.reply_budget`).
+GRAMMAR_STRING_CHARS = {"utterance": 280, "emotion": 40, "attitude": 48, "viewpoint": 120, "reason": 200}
+#: Steps of the grid a bounded number is held to under a grammar (the converter does not
+#: enforce ``minimum``/``maximum``: SmolLM2 wrote valence 10 for a -1..1 field).
+GRAMMAR_NUMBER_STEPS = 20
 
 _REJECTION_WORDS = ("response_format", "json_schema", "json_object")
 
@@ -117,22 +124,38 @@ def grammar_schema(schema: dict[str, Any], max_chars: int = GRAMMAR_MAX_STRING_C
     ``type``: the converter follows the type list and drops the enum (SmolLM2 then answered
     9 for a 0-4 field); the enum alone is enforced. An integer with a small
     ``minimum``..``maximum`` range becomes the enum of its values, since the converter does not
-    enforce the bounds (it let 23 through for 1-10).
+    enforce the bounds (it let 23 through for 1-10); a number with both bounds becomes the
+    enum of a grid of ``GRAMMAR_NUMBER_STEPS`` steps between them (valence -1, -0.9, …, 1).
+    Strings named in ``GRAMMAR_STRING_CHARS`` get that bound instead of ``max_chars``.
     """
     out = copy.deepcopy(schema)
 
-    def walk(node: Any) -> None:
+    def bounded(node: dict[str, Any], name: str | None) -> None:
+        if "enum" in node and isinstance(node.get("type"), list):
+            del node["type"]
+        low, high = node.get("minimum"), node.get("maximum")
+        kind = node.get("type")
+        if kind == "integer" and isinstance(low, int) and isinstance(high, int) and 0 <= high - low <= 100:
+            node.clear()
+            node["enum"] = list(range(low, high + 1))
+        elif kind == "number" and isinstance(low, (int, float)) and isinstance(high, (int, float)) and low < high:
+            step = (high - low) / GRAMMAR_NUMBER_STEPS
+            node.clear()
+            node["enum"] = [round(low + i * step, 6) for i in range(GRAMMAR_NUMBER_STEPS + 1)]
+        elif kind == "string" and "enum" not in node and "maxLength" not in node:
+            node["maxLength"] = GRAMMAR_STRING_CHARS.get(name or "", max_chars)
+
+    def walk(node: Any, name: str | None = None) -> None:
         if isinstance(node, dict):
-            if "enum" in node and isinstance(node.get("type"), list):
-                del node["type"]
-            low, high = node.get("minimum"), node.get("maximum")
-            if node.get("type") == "integer" and isinstance(low, int) and isinstance(high, int) and 0 <= high - low <= 100:
-                node.clear()
-                node["enum"] = list(range(low, high + 1))
-            if node.get("type") == "string" and "enum" not in node and "maxLength" not in node:
-                node["maxLength"] = max_chars
-            for value in node.values():
-                walk(value)
+            bounded(node, name)
+            for key, value in node.items():
+                if key == "properties" and isinstance(value, dict):
+                    for prop, sub in value.items():
+                        walk(sub, prop)
+                elif key == "items":
+                    walk(value, name)
+                else:
+                    walk(value)
         elif isinstance(node, list):
             for value in node:
                 walk(value)

@@ -46,6 +46,7 @@ from rescue_env.llm.cache import ResponseCache, fingerprint
 from rescue_env.llm.capabilities import FormatNegotiator, FormatRejected
 from rescue_env.llm.config import LLMConfig
 from rescue_env.llm.failures import describe_body, describe_failure
+from rescue_env.llm.tokens import Messages, Prompt, TokenCounter, reply_budget
 from rescue_env.llm.usage import Usage, UsageStats
 from rescue_env.secrets import register_secret_env, scrub
 
@@ -96,6 +97,23 @@ class _Reply:
     usage: Usage
     cached: bool
     retries: int
+
+
+class PromptTooLong(Exception):
+    """Even the shortest transcript window of a :class:`Prompt` does not fit the context."""
+
+
+@functools.lru_cache(maxsize=256)
+def _reply_budget(schema_json: str) -> int:
+    """``max_tokens`` of a reply to this schema (per role: a client turn needs far fewer than a
+    judge's rubric)."""
+    return reply_budget(capabilities.grammar_schema(json.loads(schema_json)))
+
+
+def _api_root(base_url: str) -> str:
+    """The server's root URL: ``base_url`` without its trailing ``/v1``."""
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
 class _CallFailed(Exception):
@@ -154,12 +172,16 @@ def _parse(text: str | None, validator: Draft202012Validator) -> tuple[dict[str,
     body = fenced.group(1) if fenced else text.strip()
     repaired = False
     try:
-        data = json.loads(body)
-    except json.JSONDecodeError:
+        # strict=False takes raw control characters (a newline) inside strings, which
+        # llama.cpp's JSON grammar lets through: the value is unambiguous, nothing to repair
+        data = json.loads(body, strict=False)
+    except json.JSONDecodeError as exc:
+        log.info("repairing malformed JSON (%s): %s", exc, scrub(body[-200:]))
         data, repaired = json_repair.loads(body), True
     if not isinstance(data, dict):
         return None, repaired, "the reply is not a JSON object"
-    if best_match(validator.iter_errors(data)) is not None and capabilities.clamp_to_bounds(data, validator):
+    if (bound := best_match(validator.iter_errors(data))) is not None and capabilities.clamp_to_bounds(data, validator):
+        log.info("clamped a value past its bound: %s", bound.message[:200])
         repaired = True  # a grammar let a number or an array past its bound
     if (error := best_match(validator.iter_errors(data))) is not None:
         where = "/".join(map(str, error.absolute_path)) or "the top level"
@@ -196,6 +218,8 @@ class LLMClient:
         self.formats = FormatNegotiator(cfg.structured_outputs)
         """The structured-output mode in use and how it was found (``formats.report()``)."""
         self._format_stored = False
+        self.tokens = TokenCounter(_api_root(cfg.base_url) if cfg.base_url else None, cfg.model)  # embedded: set on first use
+        """Prompt token counts of this server (its tokenizer endpoint, else an estimate)."""
         self.concurrency = AdaptiveConcurrency(cfg.max_concurrency) if cfg.adaptive_concurrency else None
         """Requests in flight sized to the server (``concurrency.report()``); None: fixed."""
         if self._cache is not None and (stored := self._cache.get(self._formats_key())) is not None:
@@ -249,7 +273,7 @@ class LLMClient:
 
     async def complete_json(
         self,
-        messages: list[dict[str, Any]],
+        messages: Messages | Prompt,
         schema: dict[str, Any],
         *,
         name: str,
@@ -259,7 +283,9 @@ class LLMClient:
         """Ask for a JSON object valid for ``schema``; never raises for model/server faults.
 
         Args:
-            messages: Chat Completions messages (``{"role": ..., "content": ...}``).
+            messages: Chat Completions messages (``{"role": ..., "content": ...}``), or a
+                :class:`~rescue_env.llm.tokens.Prompt` whose transcript window is shortened
+                to fit the model's context (:meth:`fit_prompt`).
             schema: JSON Schema of the reply; its root must be an object. For OpenAI's
                 strict mode list every property in ``required`` and set
                 ``additionalProperties: false``.
@@ -273,11 +299,25 @@ class LLMClient:
             raise ValueError("the schema's root must be {'type': 'object', ...}: structured outputs need an object")
         validator = _validator(json.dumps(schema, sort_keys=True))
         request: dict[str, Any] = {}
+        bounded = _reply_budget(json.dumps(schema, sort_keys=True))
+        prompt = messages if isinstance(messages, Prompt) else None
+        trimmed = False
 
         async def send(mode: str) -> _Reply:
-            nonlocal request
-            shown = _with_schema_prompt(messages, schema) if capabilities.schema_in_prompt(mode) else messages
-            request = self._request(shown, seed, capabilities.response_format(mode, name, schema))
+            nonlocal request, trimmed
+            with_schema = capabilities.schema_in_prompt(mode)
+            # a grammar ends every string at its bound; without one a model may write longer
+            budget = min(self.config.max_tokens, bounded if mode == "json_object_schema" else 2 * bounded)
+
+            def build(window: int) -> Messages:
+                shown = prompt.messages(window) if prompt is not None else messages
+                return _with_schema_prompt(shown, schema) if with_schema else shown  # type: ignore[arg-type]
+
+            if prompt is not None:
+                shown, trimmed = await self.fit_prompt(prompt, budget, build)
+            else:
+                shown = build(0)
+            request = self._request(shown, seed, capabilities.response_format(mode, name, schema), max_tokens=budget)
             return await self._send(request, name)
 
         start = time.perf_counter()
@@ -304,10 +344,62 @@ class LLMClient:
             error = f"{exc} (llm.structured_outputs={self.formats.setting}; 'auto' finds what the server takes)"
         except TimeoutError:
             data, error = None, self._deadline_error()
+        except PromptTooLong as exc:
+            error = str(exc)
         return self._finish(
             name, tag, start, replies,
-            data=data, error=error, repaired=repaired, reasked=reasked, failed_retries=retries,
+            data=data, error=error, repaired=repaired, reasked=reasked, failed_retries=retries, trimmed=trimmed,
         )
+
+    async def _post(self, url: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` to ``url`` over this client's connection (the tokenizer endpoints)."""
+        client, _ = self._bind_loop()
+        return await client.post(url, body=body, cast_to=object, options={"timeout": 10.0})
+
+    def context_tokens(self) -> int | None:
+        """The model's context size in tokens: ``llm.context_tokens``, else the embedded
+        server's ``n_ctx``, else what the server's tokenizer reported (vLLM); None: unknown
+        (prompts are then sent whole)."""
+        cfg = self.config
+        if cfg.context_tokens is not None:
+            return cfg.context_tokens
+        if not cfg.base_url and cfg.local is not None:
+            return cfg.local.n_ctx
+        return self.tokens.context_tokens
+
+    async def fit_prompt(self, prompt: Prompt, reply_tokens: int, build: Any = None) -> tuple[Messages, bool]:
+        """``prompt``'s messages with the widest transcript window whose tokens plus
+        ``reply_tokens`` fit :meth:`context_tokens`, and whether lines were left out.
+        ``build(window)`` defaults to ``prompt.messages``. Raises :class:`PromptTooLong` when
+        even ``prompt.min_window`` lines do not fit."""
+        build = build or prompt.messages
+        full = build(prompt.window)
+        if self.tokens.root is None:
+            self.tokens.root = _api_root(self._server_url())
+        limit = self.context_tokens()
+        if limit is None and self.tokens.endpoint is None and self.config.base_url:
+            await self.tokens.count(full, self._post)  # a first count may learn the context size (vLLM)
+            limit = self.context_tokens()
+        if limit is None:
+            return full, False
+        room = limit - reply_tokens
+        # the estimate errs long: when it fits with a margin, no count is needed
+        if self.tokens.estimate(full) <= 0.8 * room or await self.tokens.count(full, self._post) <= room:
+            return full, False
+        low, high = prompt.min_window, prompt.window - 1  # widest window that fits, by bisection
+        if await self.tokens.count(build(low), self._post) > room:
+            raise PromptTooLong(
+                f"the prompt does not fit the model's context of {limit} tokens even with {low} transcript "
+                f"line(s) and a {reply_tokens}-token reply (raise llm.context_tokens or the server's context)"
+            )
+        while low < high:
+            mid = (low + high + 1) // 2
+            if await self.tokens.count(build(mid), self._post) <= room:
+                low = mid
+            else:
+                high = mid - 1
+        log.debug("prompt trimmed to %d of %d transcript lines to fit %d tokens", low, prompt.window, limit)
+        return build(low), True
 
     async def complete_text(
         self, messages: list[dict[str, Any]], *, seed: int | None = None, tag: str | None = None
@@ -333,7 +425,12 @@ class LLMClient:
         return f"no usable reply within llm.call_timeout_s={cfg.call_timeout_s:g}s (retries and backoff included; one request may take llm.timeout_s={cfg.timeout_s:g}s)"
 
     def _request(
-        self, messages: list[dict[str, Any]], seed: int | None, response_format: dict[str, Any] | None
+        self,
+        messages: list[dict[str, Any]],
+        seed: int | None,
+        response_format: dict[str, Any] | None,
+        *,
+        max_tokens: int | None = None,
     ) -> dict[str, Any]:
         """The Chat Completions request body: everything the server sees but headers."""
         cfg = self.config
@@ -341,7 +438,7 @@ class LLMClient:
             "model": cfg.model,
             "messages": messages,
             "temperature": cfg.temperature,
-            "max_tokens": cfg.max_tokens,
+            "max_tokens": cfg.max_tokens if max_tokens is None else max_tokens,
         }
         if (seed := cfg.seed if seed is None else seed) is not None:
             request["seed"] = seed
@@ -448,6 +545,7 @@ class LLMClient:
         if (problem := describe_body(body)) is not None:
             raise _CallFailed(problem, retries)
         text, usage = _completion_fields(body)
+        self.tokens.observe(request.get("messages") or [], usage.prompt_tokens)
         if text is not None:
             text = scrub(text)  # a reply that echoes a key must not reach the transcript
         if text is None:
@@ -468,6 +566,7 @@ class LLMClient:
         repaired: bool = False,
         reasked: bool = False,
         failed_retries: int = 0,
+        trimmed: bool = False,
     ) -> LLMResult:
         """Build the result and account it (run-wide and under ``tag``)."""
         result = LLMResult(
@@ -498,6 +597,7 @@ class LLMClient:
                 billed=billed,
                 latency_s=result.latency_s,
                 cost=cost,
+                trimmed=trimmed,
             )
         if error:
             log.warning("%s failed (tag=%s): %s", name, tag, error)

@@ -46,7 +46,13 @@ class LLMConfig:
     temperature: float = 0.0
     """Sampling temperature."""
     max_tokens: int = 512
-    """Upper bound on tokens per reply."""
+    """Upper bound on tokens per reply; each role's reply asks for less when its schema needs
+    less (:func:`rescue_env.llm.tokens.reply_budget`)."""
+    context_tokens: int | None = None
+    """The model's context window in tokens; prompts whose transcript does not fit it with the
+    reply's budget show fewer of the oldest lines (:mod:`rescue_env.llm.tokens`). None: the
+    embedded server's ``local.n_ctx``, or what the server's tokenizer reports (vLLM), else
+    unknown (prompts are sent whole)."""
     timeout_s: float = 60.0
     """Timeout of one HTTP request; a request that runs past it is retried."""
     call_timeout_s: float = 180.0
@@ -101,6 +107,7 @@ class LLMConfig:
         check_range(self, "max_retries", 0)
         check_range(self, "temperature", 0.0, 2.0)
         check_range(self, "max_tokens", 1)
+        check_range(self, "context_tokens", 1, optional=True)
         check_range(self, "timeout_s", 0.0, low_open=True)
         check_range(self, "call_timeout_s", 0.0, low_open=True)
         check_range(self, "backoff_initial_s", 0.0)

@@ -362,6 +362,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
+        if self.mock.flavour == "llama_cpp" and self.path.rstrip("/") == "/extras/tokenize/count":
+            # llama-cpp-python's tokenizer endpoint (the count only)
+            self._record(body, None)
+            self._send(200, {"count": _tokens(str(body.get("input", "")))})
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._record(body, None)
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})

@@ -138,10 +138,11 @@ def persona_system(scenario: str, name: str, role: str, others: Sequence[str], g
         "What you feel and think is private: the others only hear your words.\n\n"
         "Kinds of turn (utterance_type):\n"
         f"{_definitions(scenario, 'utterance_type')}\n\n"
-        "Reply with one JSON object: utterance (what you say); utterance_type; addressee "
-        f"({THERAPIST}, one of the others, or {group_label} for everyone); emotion (a few words for "
-        "what you feel right now); intensity (1 = barely, 10 = overwhelming); stances: for each other "
-        "member, how you see them now (viewpoint), your attitude toward them, and valence from -1 "
+        f"Reply with one JSON object: utterance (your own new words as {name}, never a copy of "
+        "earlier lines); utterance_type; addressee "
+        f"({THERAPIST}, one of the others, or {group_label} for everyone); emotion (one to three words, "
+        "e.g. hurt, angry, calmer, hopeful); intensity (1 = barely, 10 = overwhelming); stances: for each other "
+        "member, how you see them now (viewpoint), your attitude toward them (a few words), and valence from -1 "
         "(hostile) through 0 (neutral) to 1 (warm)."
     )
 

@@ -40,6 +40,8 @@ class UsageStats:
     reasked: int = 0
     valid_first_try: int = 0
     """Calls whose first reply was usable as it came (no repair, no re-ask)."""
+    trimmed: int = 0
+    """Calls whose transcript window was shortened to fit the model's context."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float | None = None
@@ -57,6 +59,7 @@ class UsageStats:
         billed: Usage,
         latency_s: float,
         cost: float | None,
+        trimmed: bool = False,
     ) -> None:
         """Add one finished call. ``billed`` is the usage of its non-cached replies."""
         self.calls += 1
@@ -66,6 +69,7 @@ class UsageStats:
         self.repaired += repaired
         self.reasked += reasked
         self.valid_first_try += ok and not repaired and not reasked
+        self.trimmed += trimmed
         self.prompt_tokens += billed.prompt_tokens
         self.completion_tokens += billed.completion_tokens
         if cost is not None:

@@ -10,7 +10,7 @@ import pytest
 from llm_data import MESSAGES, TURN_SCHEMA
 
 from rescue_env.llm import LLMClient, LLMConfig, run_sync
-from rescue_env.llm.capabilities import GRAMMAR_MAX_STRING_CHARS, grammar_schema, normalise_setting
+from rescue_env.llm.capabilities import GRAMMAR_MAX_STRING_CHARS, GRAMMAR_STRING_CHARS, grammar_schema, normalise_setting
 
 
 def ask(client: LLMClient, schema=TURN_SCHEMA):
@@ -45,8 +45,11 @@ def test_llama_cpp_server_gets_json_object_with_schema_after_a_probe(serve, clie
     # the real call: the schema goes to the grammar, not into the prompt; free strings get a bound
     assert call.body["messages"] == MESSAGES
     sent = call.body["response_format"]["schema"]
-    assert sent["properties"]["utterance"]["maxLength"] == GRAMMAR_MAX_STRING_CHARS
-    assert "maxLength" not in sent["properties"]["emotion"] and "maxLength" not in TURN_SCHEMA["properties"]["utterance"]
+    assert sent["properties"]["utterance"]["maxLength"] == GRAMMAR_STRING_CHARS["utterance"]
+    assert "maxLength" not in sent["properties"]["emotion"], "an enum needs no bound"
+    assert "maxLength" not in TURN_SCHEMA["properties"]["utterance"], "the caller's schema is not changed"
+    # the reply budget is sized to the role's schema, not the config's cap
+    assert call.body["max_tokens"] < client.config.max_tokens
     assert client.formats.mode == "json_object_schema"
     outcomes = [t["outcome"] for t in client.formats.report()["trials"]]
     assert outcomes[0].startswith("rejected:") and "Input should be 'text' or 'json_object'" in outcomes[0]
@@ -143,3 +146,12 @@ def test_grammar_schema_keeps_enums_the_converter_would_drop():
     assert schema["properties"]["level"]["type"] == ["integer", "null"], "the caller's schema is not changed"
     # integer bounds the converter ignores become an enum it enforces
     assert grammar_schema(TURN_SCHEMA)["properties"]["intensity"] == {"enum": list(range(1, 11))}
+
+
+def test_grammar_schema_holds_bounded_numbers_to_a_grid():
+    """llama-cpp-python's converter ignores a number's bounds (SmolLM2 wrote valence 10 for
+    -1..1): the grammar gets the values of a grid between them instead."""
+    schema = {"type": "object", "properties": {"valence": {"type": "number", "minimum": -1, "maximum": 1}}, "required": ["valence"]}
+    grid = grammar_schema(schema)["properties"]["valence"]["enum"]
+    assert grid[0] == -1 and grid[-1] == 1 and 0 in grid and len(grid) == 21
+    assert all(-1 <= v <= 1 for v in grid)

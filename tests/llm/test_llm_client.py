@@ -135,6 +135,17 @@ def test_truncated_json_is_repaired(serve, client_for):
     assert client.usage().repaired == 1
 
 
+def test_a_raw_newline_inside_a_string_is_valid_as_sent(serve, client_for):
+    """llama.cpp's JSON grammar lets a raw newline into a string; the value is unambiguous,
+    so the reply counts as valid first time rather than repaired."""
+    schema = {"type": "object", "properties": {"utterance": {"type": "string"}}, "required": ["utterance"]}
+    server = serve(lambda request: '{"utterance": "I remember.\nThen he left."}')
+    client = client_for(server)
+    result = run_sync(client.complete_json(MESSAGES, schema, name="turn"))
+    assert result.ok and not result.repaired and result.data["utterance"] == "I remember.\nThen he left."
+    assert client.usage().valid_first_try == 1
+
+
 def test_truncated_json_missing_fields_is_reasked(serve, client_for):
     server = serve(faults=Faults(schedule=["truncated"]))
     client = client_for(server)

@@ -60,14 +60,15 @@ def test_cache_key_names_the_model_file_not_the_port():
 @needs_local_model
 @pytest.mark.timeout(1200)
 def test_one_short_real_model_episode(tmp_path):
-    """couple, horizon 3, LLM clients and therapist: every call valid, the mode negotiated."""
+    """couple, horizon 3, LLM clients, annotator and therapist: every call valid (under the
+    grammar, first time), the mode negotiated, replies within their role's budget."""
     seeds = Path(__file__).resolve().parents[2] / "rescue_env" / "data" / "seeds" / "couple"
     data = tmp_path / "data" / "couple"
     data.mkdir(parents=True)
     shutil.copy(sorted(seeds.glob("*.json"))[0], data)
     run_dir = tmp_path / "run"
     args = [
-        "rollout", "dynamics=llm", "agent=llm", "llm=local", "episodes=1", "env.horizon=3",
+        "rollout", "dynamics=llm", "dynamics.annotator=llm", "agent=llm", "llm=local", "episodes=1", "env.horizon=3",
         f"data.path={data.parent}", f"hydra.run.dir={run_dir}", "report=false",
     ]
     try:
@@ -79,5 +80,10 @@ def test_one_short_real_model_episode(tmp_path):
     assert usage["episodes_failed"] == 0 and usage["failures"] == 0, usage["failed_episodes"]
     assert usage["structured_outputs_mode"] == "json_object_schema"
     assert usage["calls"] >= 2
+    roles = usage["per_role"]
+    assert {"client_turn", "therapist_move", "relation_pattern"} <= set(roles)
+    for role, stats in roles.items():
+        assert stats["valid_first_try"] == stats["calls"], (role, stats)
+        assert stats["completion_tokens"] < 512 * stats["calls"], "each role asks for its own budget"
     episode = json.loads((run_dir / "episodes.jsonl").read_text().splitlines()[0])
     assert not episode.get("failed") and len(episode["trace"]) >= 1
