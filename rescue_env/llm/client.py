@@ -297,9 +297,10 @@ class LLMClient:
             raise ValueError(f"schema name {name!r} must be 1-64 letters, digits, '_' or '-'")
         if schema.get("type") != "object":
             raise ValueError("the schema's root must be {'type': 'object', ...}: structured outputs need an object")
-        validator = _validator(json.dumps(schema, sort_keys=True))
+        schema_key = json.dumps(schema, sort_keys=True)
+        validator = _validator(schema_key)
         request: dict[str, Any] = {}
-        bounded = _reply_budget(json.dumps(schema, sort_keys=True))
+        bounded = _reply_budget(schema_key)
         prompt = messages if isinstance(messages, Prompt) else None
         trimmed = False
 
