@@ -174,4 +174,19 @@ def test_defaults_are_reproduced_by_refitting_their_sources(defaults):
     for scenario in ("couple", "family"):
         assert refit.provenance["scenarios"][scenario]["transitions"] == defaults.provenance["scenarios"][scenario]["transitions"]
         got, want = refit[scenario].to_dict(), defaults[scenario].to_dict()
-        assert got == want, [k for k in got if got[k] != want[k]]
+        assert got.keys() == want.keys()
+        # The population fit is an optimiser's answer: its last digits depend on the CPU and
+        # the BLAS build, so numbers are compared to 1e-6, everything else exactly.
+        off = [k for k in got if not _close(got[k], want[k])]
+        assert not off, off
+
+
+def _close(a: object, b: object) -> bool:
+    """Equal, floats to a relative 1e-6 (nested lists and dicts compared item by item)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
+        return bool(np.isclose(a, b, rtol=1e-6, atol=1e-9))
+    return a == b
