@@ -78,7 +78,7 @@ WORD = re.compile(r"[A-Za-z][a-z'\-]+")
 #: capitalised words that name nobody (a first audit run counted "Friday" and "Mum" as names)
 NOT_NAMES = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april may june july august "
-    "september october november december mum mom dad mummy mommy daddy nan gran god okay ok".split()
+    "september october november december christmas easter mum mom dad mummy mommy daddy nan gran god okay ok i".split()
 )
 
 
@@ -134,7 +134,7 @@ def spouse_or_pronoun_mismatch(text: str, speaker: str, members: list[str]) -> t
     return spouse, pronoun
 
 
-def audit(name: str, path: str | None, scenario: str, episodes: int, horizon: int, seed: int) -> Tally | None:
+def audit(name: str, path: str | None, scenario: str, episodes: int, horizon: int, seed: int, show: bool = False) -> Tally | None:
     dialogues = [d for d in load_dialogues(resolve_data_path(path)) if d.scenario == scenario]
     if not dialogues:
         return None
@@ -173,15 +173,23 @@ def audit(name: str, path: str | None, scenario: str, episodes: int, horizon: in
             # capitalised mid-sentence words that the corpus never writes in lower case
             for m in WORD.finditer(text):
                 if m.start() > 0 and not re.search(r"[.!?]\s*$", text[: m.start()]) and m.group(0)[0].isupper() and m.group(0).lower() not in lower_words | NOT_NAMES:
-                    names.add(m.group(0))
-            t.foreign += any(n not in members and n.lower() not in seed_text and n not in ("I", "Therapist") for n in names)
+                    word = m.group(0).removesuffix("'s").rstrip("-'")
+                    if word.lower() not in lower_words | NOT_NAMES and not word.startswith("I'"):
+                        names.add(word)
+            strangers = [n for n in names if n not in members and n.lower() not in seed_text and n not in ("I", "Therapist")]
+            t.foreign += bool(strangers)
+            if strangers and show:
+                print(f"  foreign {strangers}: {text[:100]}")
             if r.primary_speaker == "Therapist":
                 continue
             t.client_rows += 1
             addressee = r.target[0] if len(r.target) == 1 and r.target[0] in members else None
             feeling = r.internal_emotion[0].emotion_description if r.internal_emotion else ""
             spouse, pronoun = spouse_or_pronoun_mismatch(text, r.primary_speaker, members) if scenario == "couple" else (False, False)
-            t.kin += kin_mismatch(text, feeling, r.primary_speaker, addressee) or spouse
+            kin = kin_mismatch(text, feeling, r.primary_speaker, addressee) or spouse
+            t.kin += kin
+            if kin and show:
+                print(f"  kin {r.primary_speaker}->{r.target}: {text[:80]} | {feeling}")
             if scenario == "couple" and len(members) == 2 and addressee is None:
                 t.couple_rows += 1
                 t.pronoun += pronoun
@@ -194,11 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--horizon", type=int, default=30)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", nargs="*", default=list(DATA_SETS), choices=list(DATA_SETS))
+    p.add_argument("--show", action="store_true", help="print each flagged row")
     args = p.parse_args(argv)
     print(f"{'data':8} {'scenario':8} {'eps':>4} {'repeat_ep':>9} {'kin_mis':>8} {'pron_mis':>8} {'foreign':>8} {'stock':>7}")
     for name in args.data:
         for scenario in ("couple", "family"):
-            t = audit(name, DATA_SETS[name], scenario, args.episodes, args.horizon, args.seed)
+            t = audit(name, DATA_SETS[name], scenario, args.episodes, args.horizon, args.seed, args.show)
             if t is None:
                 continue
             pct = lambda a, b: f"{100 * a / max(b, 1):.1f}%"  # noqa: E731
