@@ -22,7 +22,7 @@ import numpy as np
 
 from rescue_env.data.schema import THERAPIST, Dialogue, EmotionRecord, Row, StrategyRecord, ViewpointRecord
 from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, ClientTurn, TherapistMove
-from rescue_env.dynamics.text import TextBank, attitude_for, tone_for
+from rescue_env.dynamics.text import EpisodeText, TextBank, attitude_for, tone_for
 from rescue_env.state import GroupState, StateTracker
 from rescue_env.taxonomy.actions import ActionEncoding
 
@@ -62,7 +62,7 @@ class Session:
         self.record = record
         self.text_bank = text_bank if text_bank is not None else TextBank()
         self._text_seed = int(text_seed)
-        self._text_rng: np.random.Generator | None = None
+        self._text: EpisodeText | None = None
         #: steps played, the therapist's current streak and interventions (kept by the env)
         self.t = 0
         self.streak = 0
@@ -84,11 +84,12 @@ class Session:
         return len(self.members)
 
     @property
-    def text_rng(self) -> np.random.Generator:
-        """The generator of text choices (separate from the dynamics' stream)."""
-        if self._text_rng is None:
-            self._text_rng = np.random.default_rng(self._text_seed)
-        return self._text_rng
+    def text(self) -> EpisodeText:
+        """The episode's text choices (their own random stream, separate from the dynamics';
+        built on first use, so an episode that records nothing never builds it)."""
+        if self._text is None:
+            self._text = self.text_bank.episode(self.dialogue, self.members, self._text_seed)
+        return self._text
 
     def action_mask(self) -> np.ndarray:
         """Flat ``int8`` mask of the actions valid for this group."""
@@ -130,8 +131,7 @@ class Session:
         members = list(self.members)
         if move.intervene:
             target = self.encoding.target_label(move.target, members)  # type: ignore[arg-type]
-            focus = move.slots[0] if len(move.slots) == 1 else None
-            text = move.text or self.text_bank.therapist_line(move.strategy_name or "", members, self.text_rng, focus)
+            text = move.text or self.text.therapist_line(move.strategy_name or "", move.slots)
             self._row_index += 1
             start, end = self._next_times(text)
             rows.append(
@@ -160,17 +160,17 @@ class Session:
                 target = [self.dialogue.group_label]
             else:
                 target = [members[turn.addressee]]
-            text = turn.text or self.text_bank.client_line(turn.utterance_type, members, turn.slot, self.text_rng)
+            text = turn.text or self.text.client_line(turn.utterance_type, turn.slot, turn.addressee, float(st.distress[turn.slot]))
             if turn.emotion is not None and turn.intensity is not None:
                 emotion, intensity = turn.emotion, turn.intensity
             else:
-                emotion, intensity = self.text_bank.emotion(float(st.distress[turn.slot]), members, turn.slot, self.text_rng)
+                emotion, intensity = self.text.emotion(float(st.distress[turn.slot]), turn.slot)
             viewpoints = []
             if turn.stances:
                 viewpoints = [ViewpointRecord(name, members[j], vp, att) for j, vp, att in turn.stances]
             elif turn.addressee >= 0:
                 g = float(st.stance[turn.slot, turn.addressee])
-                viewpoints = [ViewpointRecord(name, members[turn.addressee], self.text_bank.viewpoint(g, members, turn.slot, self.text_rng), attitude_for(g))]
+                viewpoints = [ViewpointRecord(name, members[turn.addressee], self.text.viewpoint(g, turn.slot, turn.addressee), attitude_for(g))]
             self._row_index += 1
             start, end = self._next_times(text)
             rows.append(
