@@ -20,11 +20,21 @@ class LocalServerConfig:
     """Context window in tokens (llama-cpp-python's server defaults to 2048; SmolLM2 was trained on 8192)."""
     n_threads: int | None = None
     """CPU threads for generation; None: llama-cpp-python's default (half the cores)."""
-    prompt_cache: bool = True
-    """Keep evaluated prompt prefixes in RAM (llama-cpp-python's ``--cache``): the role prompts
-    repeat across calls, and a prefix found there is not evaluated again."""
+    prompt_cache_mb: int = 1024
+    """RAM for evaluated prompt prefixes (llama-cpp-python's ``--cache``; 0 turns it off): the
+    role prompts repeat across calls, and a prefix found there is not evaluated again. Each
+    cached prompt also holds a copy of the model's logits buffer (~100 MB for SmolLM2), which
+    llama-cpp-python 0.3 leaves out of its own size count, so its cache grew past 19 GB on a
+    7-step rollout; the embedded server counts it (:mod:`rescue_env.llm._serve_local`), which
+    holds the cache to this bound."""
     startup_timeout_s: float = 180.0
     """How long to wait for the server to answer before giving up."""
+
+    def __post_init__(self) -> None:
+        check_range(self, "n_ctx", 256)
+        check_range(self, "n_threads", 1, optional=True)
+        check_range(self, "prompt_cache_mb", 0)
+        check_range(self, "startup_timeout_s", 0.0, low_open=True)
 
 
 @dataclass

@@ -110,8 +110,8 @@ class LocalLLMServer:
             "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(self.config.n_ctx), "--verbose", "False",
         ]
-        if self.config.prompt_cache:
-            cmd += ["--cache", "True", "--cache_type", "ram"]
+        if self.config.prompt_cache_mb > 0:
+            cmd += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(self.config.prompt_cache_mb << 20)]
         if self.config.n_threads:
             cmd += ["--n_threads", str(self.config.n_threads), "--n_threads_batch", str(self.config.n_threads)]
         fd, name = tempfile.mkstemp(prefix="rescue-local-llm-", suffix=".log")
@@ -170,7 +170,7 @@ _servers_lock = threading.Lock()
 
 def shared_server(config: LocalServerConfig, alias: str) -> LocalLLMServer:
     """The process's running server for ``config`` and ``alias``, started on first use."""
-    key = (str(model_path(config)), alias, config.n_ctx, config.n_threads, config.prompt_cache)
+    key = (str(model_path(config)), alias, config.n_ctx, config.n_threads, config.prompt_cache_mb)
     with _servers_lock:
         server = _servers.get(key)
         if server is None or not server.running:

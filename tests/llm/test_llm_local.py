@@ -52,6 +52,32 @@ def test_a_given_url_wins_over_the_embedded_server(serve):
 
 
 @needs_local_model
+def test_bad_local_settings_are_refused():
+    with pytest.raises(ValueError, match="prompt_cache_mb"):
+        LocalServerConfig(prompt_cache_mb=-1)
+    with pytest.raises(ValueError, match="n_ctx"):
+        LLMConfig(base_url=None, local={"n_ctx": 0})
+
+
+@pytest.mark.skipif(not server_available(), reason="needs llama-cpp-python")
+def test_the_prompt_cache_counts_the_logits_each_prompt_keeps():
+    """llama-cpp-python's RAM cache left each saved prompt's logits copy out of its size: with
+    the embedded server's count, ten 1 MB prompts in a 3 MB cache leave at most three."""
+    import numpy as np
+    from llama_cpp.llama import LlamaState
+    from llama_cpp.llama_cache import LlamaRAMCache
+
+    from rescue_env.llm._serve_local import _count_whole_states
+
+    _count_whole_states()
+    cache = LlamaRAMCache(capacity_bytes=3 << 20)
+    for i in range(10):
+        scores = np.zeros((1 << 18,), dtype=np.single)  # 1 MB, as the logits copy of one prompt
+        cache[(i,)] = LlamaState(np.array([i], dtype=np.intc), scores, 1, b"x" * 10, 10, 0)
+    assert 1 <= len(cache.cache_state) <= 3 and cache.cache_size <= 3 << 20
+    assert (9,) in cache.cache_state, "the newest prompt stays"
+
+
 def test_cache_key_names_the_model_file_not_the_port():
     client = LLMClient(LLMConfig(base_url=None, model="m", local={}))
     assert client._server_identity == f"local:{default_model_path().name}"
