@@ -16,6 +16,8 @@ thin data set moves the numbers only as far as its counts justify. What is count
   distress from their last annotation before the row to their first within
   :data:`EFFECT_WINDOW` rows after it, pooled per strategy; per (pattern, strategy) cell
   a spread by empirical Bayes (:func:`fit_effect_cells`);
+- **client population**: residuals of those changes grouped by client, a person seen in
+  several sessions of one couple being one client (:func:`client_id`);
 - **untended drift**: the same change for members the therapist did not address, relative
   to their distress before;
 - **utterance types** per pattern, **who answers** the therapist, and how often a second
