@@ -104,6 +104,7 @@ _RESET_STEP = -1
 _U_SECOND, _U_TYPE, _U_ANSWER, _U_PULL, _U_PATTERN = 0, 1, 3, 4, 5  # _U_TYPE + k for turn k
 _U_SPEAKER = 8  # + slot
 _U_READING = 32  # + 2 slot, + 2 slot + 1: the Box–Muller pair of slot's reading noise
+_U_EFFECT = 48  # + 2 slot, + 2 slot + 1: the pair of the move's effect noise on slot (cap <= 8)
 _N_STANDARD = 64  # normals use draws 64 + 2k, 65 + 2k (at _RESET_STEP: the client traits)
 #: draw index of the per-step seed handed to LLM calls (:meth:`Core.step_seed`)
 _U_LLM_SEED = 1 << 20
@@ -176,7 +177,7 @@ def _transition(e, action, S, T, W):
     D, G, I, F, UNT, TURNS, KEY, TS, TT, TA, BT, BA = S[:12]
     TR = S[17]
     (act_intervene, act_target, act_strategy, target_slots, target_valid, P, effect, soften, pressure,
-     second_turn, cum_utterance, utterance_kind, utterance_effect, harden, cum_transition, fatigue_pow) = T  # fmt: skip
+     second_turn, cum_utterance, utterance_kind, utterance_effect, harden, cum_transition, fatigue_pow, effect_sd) = T  # fmt: skip
     cap = D.shape[1]
     n = I[e, I_N]
     p = I[e, I_PATTERN]
@@ -213,11 +214,16 @@ def _transition(e, action, S, T, W):
         for i in range(1, n):
             if d[i] > d[worst]:
                 worst = i
-        eff = effect[p, s] * mult * share
-        soft = soften[s] * mult * share
+        scale = mult * share
+        sd = effect_sd[p, s]
+        soft = soften[s] * scale
         for i in range(n):
             if addressed[i]:
-                d[i] += eff * TR[e, i, TR_REACTIVITY]  # a client's reactivity, sign included
+                # this move's effect on this client: the (pattern, strategy) cell's mean, spread
+                # over the people addressed, and its own per-person spread, fading with the
+                # streak like the mean; times the client's reactivity (sign included)
+                eff = effect[p, s] * scale + (sd * mult * _normal(key, step, _U_EFFECT + 2 * i) if sd > 0.0 else 0.0)
+                d[i] += eff * TR[e, i, TR_REACTIVITY]
                 for j in range(n):
                     g[i, j] += soft * (1.0 - g[i, j])
         if not addressed[worst]:
@@ -682,6 +688,9 @@ class Core:
         self.starts = starts
         self.num_sessions = N = int(num_sessions)
         cap = self.cap = encoding.max_members
+        if cap > (_N_STANDARD - _U_EFFECT) // 2:
+            # the per-slot draw indices (reading and effect noise) would run into the normals'
+            raise ValueError(f"the core holds groups of at most {(_N_STANDARD - _U_EFFECT) // 2}, the encoding asks for {cap}")
         self.patterns = tuple(params.patterns)
         self.n_patterns = len(self.patterns)
         A = encoding.n_actions
@@ -730,7 +739,7 @@ class Core:
             act_intervene, act_target, act_strategy, target_slots, target_valid, P,
             f64(sp.effect), f64(sp.soften), f64(sp.pattern_pressure), f64(sp.second_turn),
             f64(np.cumsum(sp.utterance, axis=1)), kinds, f64(sp.utterance_effect), f64(sp.harden),
-            f64(np.cumsum(sp.transition, axis=2)), np.array([sp.fatigue**k for k in range(_MAX_STREAK)]),
+            f64(np.cumsum(sp.transition, axis=2)), np.array([sp.fatigue**k for k in range(_MAX_STREAK)]), f64(sp.effect_sd),
         )  # fmt: skip
         if starts is not None:
             self.ST = starts.arrays()

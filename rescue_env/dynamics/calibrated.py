@@ -7,9 +7,11 @@ One step, in order (parameters in :class:`~rescue_env.dynamics.params.ScenarioPa
 
 1. **Therapist effect.** Each addressed member's distress moves by ``effect[ρ, a]``
    (scaled by ``dyad_share`` / ``group_share`` when the move is spread over several people
-   and by ``fatigue ** streak`` when the therapist keeps talking); their stances soften by
-   ``soften[a]``. If the most distressed member is not addressed they feel sidelined
-   (``sideline_penalty``).
+   and by ``fatigue ** streak`` when the therapist keeps talking) plus the move's own spread,
+   a normal of sd ``effect_sd[ρ, a]`` drawn per member and move (scaled by the fatigue, not
+   the share: it is one person's response); the sum is multiplied by the client's reactivity.
+   Their stances soften by ``soften[a]``. If the most distressed member is not addressed they
+   feel sidelined (``sideline_penalty``).
 2. **Bucket effect.** Members not addressed see their distress grow by
    ``untended_growth`` of itself; everyone drifts by ``pattern_pressure[ρ]``.
 3. **Client turns.** One client speaks, a second with ``second_turn[ρ]``; speakers are drawn
@@ -21,15 +23,26 @@ One step, in order (parameters in :class:`~rescue_env.dynamics.params.ScenarioPa
 4. **Ripple effect.** Distress flows from more to less distressed members along hostile
    edges of G (rate ``contagion`` times the edge's mutual hostility); warm edges carry none.
 5. **Stances** harden (or warm) by ``harden[ρ]``; noise is added to distress and stances.
-6. **Pattern.** ρ_{t+1} is drawn from ``transition[action, ρ_t]``.
+6. **Pattern.** ρ_{t+1} is drawn from ``transition[action, ρ_t]`` (the move's row with
+   probability ``fatigue ** streak``, else the listening row). Each row is a stay
+   probability — a pattern lasts a geometric number of steps, mean ``1 / (1 − stay)`` (its
+   dwell) — and a distribution over where it goes when it changes; both are fitted per
+   pattern from every move out of it and per move on top (:func:`~rescue_env.dynamics.fit.transition_table`).
 
 **Heterogeneous clients.** Each client ``i`` of a session carries latent traits drawn at
 reset from the fitted population (``z`` independent standard normals from the episode key,
-``h`` = ``dynamics.heterogeneity``): reactivity ``r_i = 1 + h·reactivity_sd·z`` multiplies the
+``h`` = ``dynamics.heterogeneity``; a person seen in several sessions of one couple counts as
+one client in the fit): reactivity ``r_i = 1 + h·reactivity_sd·z`` multiplies the
 therapist effects they receive (``r_i < 0``: the move backfires), volatility
 ``v_i = exp(h·volatility_sd·z)`` scales their distress noise and reading noise, contagion
 susceptibility ``k_i = exp(h·susceptibility_sd·z)`` scales the ripple they take in. ``h = 0``
 gives every client the mean client's traits (all 1).
+
+**Spread of a move's outcome**, as fitted (:mod:`rescue_env.dynamics.fit`): the client's
+lasting offset (reactivity), the reading noise (all moves alike), and the (pattern,
+strategy) cell's own spread ``effect_sd`` beyond those two, estimated per cell by empirical
+Bayes (scaled-inverse-χ² shrinkage toward the pooled cell variance, its strength fitted by
+marginal likelihood); a cell no noisier than the pool gets 0.
 
 **Observation model.** What the policy sees (and annotators record) is a reading
 ``clip(d_i + reading_noise·v_i·ε)`` of latent distress ``d_i``; σ* is booked on the latent

@@ -7,10 +7,17 @@ thin data set moves the numbers only as far as its counts justify. What is count
 
 - **pattern transitions**: consecutive labelled rows (``Row.relation_label``, ``""`` = no
   clear pattern), with the therapist's latest strategy since the previous label as the
-  action (0 when the therapist did not intervene in between);
+  action (0 when the therapist did not intervene in between). Each row of the table is a
+  stay probability (how long a pattern lasts: its dwell) and a distribution over where the
+  pattern goes when it changes, each shrunk hierarchically (the move's row toward the
+  pattern's pooled rate, that toward the clinical prior) with strengths chosen by
+  leave-one-group-out cross-validation (:func:`fit_transition`);
 - **strategy effects**: for each therapist row, the change of each addressed member's
   distress from their last annotation before the row to their first within
-  :data:`EFFECT_WINDOW` rows after it, pooled per strategy;
+  :data:`EFFECT_WINDOW` rows after it, pooled per strategy; per (pattern, strategy) cell
+  a spread by empirical Bayes (:func:`fit_effect_cells`);
+- **client population**: residuals of those changes grouped by client, a person seen in
+  several sessions of one couple being one client (:func:`client_id`);
 - **untended drift**: the same change for members the therapist did not address, relative
   to their distress before;
 - **utterance types** per pattern, **who answers** the therapist, and how often a second
@@ -41,9 +48,9 @@ UNTENDED_FLOOR = 0.01
 
 @dataclass(frozen=True)
 class PriorStrength:
-    """Pseudo-observations given to the prior of each estimate."""
+    """Pseudo-observations given to the prior of each estimate (the transition table's are
+    chosen by cross-validation: :func:`choose_transition_strength`)."""
 
-    transition: float = 8.0
     effect: float = 6.0
     untended: float = 10.0
     utterance: float = 20.0
@@ -72,6 +79,21 @@ class EffectRecord:
     group_size: int
     n_addressed: int
     member: int = -1  # the member's slot: (dialogue, member) is one client
+    #: who the client is across dialogues (:func:`client_id`); ``""``: (dialogue, member)
+    client: str = ""
+
+
+def group_id(dialogue: Dialogue) -> str:
+    """The couple or family a dialogue is a session of: its sample id's first part and its
+    participants (RESCUE-BENCH files several sessions of one couple under one prefix; the
+    bundled seeds share a prefix but not their people). Cross-validation holds out whole
+    groups, the population fit treats a person seen in several sessions as one client."""
+    return f"{dialogue.sample_id.split('/')[0]}:{'+'.join(sorted(dialogue.participants))}"
+
+
+def client_id(dialogue: Dialogue, member: int) -> str:
+    """One client across the sessions of their group (see :func:`group_id`)."""
+    return f"{group_id(dialogue)}:{dialogue.participants[member]}"
 
 
 def extract_transitions(dialogue: Dialogue) -> list[TransitionRecord]:
@@ -132,8 +154,11 @@ def extract_effects(dialogue: Dialogue) -> list[EffectRecord]:
             if after is None:
                 continue
             out.append(
-                EffectRecord(dialogue.sample_id, strategy if i in addressed else None, p, float(before.distress[i]), after, n, len(addressed), i)
-            )
+                EffectRecord(
+                    dialogue.sample_id, strategy if i in addressed else None, p, float(before.distress[i]), after, n, len(addressed), i,
+                    client_id(dialogue, i),
+                )
+            )  # fmt: skip
     return out
 
 
@@ -179,15 +204,14 @@ def fit_population(records: list[EffectRecord], effect: np.ndarray, dyad_share: 
     from numpy.polynomial.hermite import hermgauss
     from scipy.optimize import minimize
 
-    by_client: dict[tuple[str, int], list[float]] = defaultdict(list)
+    by_client: dict[str, list[float]] = defaultdict(list)
     preds = []
     for r in records:
         if r.strategy is None:
             continue
-        share = 1.0 if r.n_addressed == 1 else (group_share if r.n_addressed >= r.group_size else dyad_share)
-        pred = effect[r.pattern, r.strategy] * share
+        pred = effect[r.pattern, r.strategy] * _share(r, dyad_share, group_share)
         preds.append(pred)
-        by_client[(r.dialogue, r.member)].append((r.after - r.before) - pred)
+        by_client[r.client or f"{r.dialogue}:{r.member}"].append((r.after - r.before) - pred)
     groups = [np.asarray(v) for v in by_client.values()]
     mu = np.log([prior.client_sd, prior.moment_sd, prior.volatility_sd])
     nodes, weights = hermgauss(20)
@@ -219,6 +243,163 @@ def fit_population(records: list[EffectRecord], effect: np.ndarray, dyad_share: 
     }
 
 
+#: Candidate pseudo-observations of the transition hierarchy's two levels; the fit picks the
+#: pair that best predicts held-out groups (:func:`choose_transition_strength`).
+TRANSITION_STRENGTHS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 256.0)
+
+
+@dataclass(frozen=True)
+class TransitionStrength:
+    """Pseudo-observations of the transition hierarchy: ``*_pattern`` of the clinical prior
+    behind a pattern's pooled rate (all moves out of it), ``*_row`` of that pooled rate behind
+    one move's row; ``stay_*`` for the stay probability (dwell), ``change_*`` for where a
+    changing pattern goes."""
+
+    stay_pattern: float = 8.0
+    stay_row: float = 8.0
+    change_pattern: float = 8.0
+    change_row: float = 8.0
+
+
+def transition_table(counts: np.ndarray, prior: np.ndarray, strength: TransitionStrength) -> np.ndarray:
+    """``[A, P, P]`` next-pattern probabilities from ``counts[action, src, dst]``.
+
+    Each row is a stay probability and a change distribution. The stay probability of a move
+    in a pattern is the prior's, rescaled by how much more (or less) often the pattern held
+    than the prior expected over all moves out of it (shrunk: ``stay_pattern``), then shrunk
+    toward by the move's own counts (``stay_row``); so a pattern's dwell time is learnt from
+    every transition out of it while the moves still differ as the prior says. The change
+    distribution works the same way: pooled over moves toward the prior's (listening) row,
+    tilted per move as the prior tilts it, then the move's own changes. No data: the prior."""
+    n_a, n_p, _ = counts.shape
+    diag = np.arange(n_p)
+    stays = counts[:, diag, diag]
+    n = counts.sum(axis=2)
+    prior_stay = prior[:, diag, diag]
+    # pattern level: observed stays against the prior's expectation for the same moves
+    tot = n.sum(axis=0)
+    expected = np.where(tot > 0, (n * prior_stay).sum(axis=0) / np.maximum(tot, 1), prior_stay[0])
+    pooled = (stays.sum(axis=0) + strength.stay_pattern * expected) / (tot + strength.stay_pattern)
+    stay0 = np.clip(prior_stay * (pooled / expected), 0.005, 0.995)
+    stay = (stays + strength.stay_row * stay0) / (n + strength.stay_row)
+    # change distributions (diagonal removed)
+    off = ~np.eye(n_p, dtype=bool)
+    prior_change = prior * off
+    prior_change /= prior_change.sum(axis=2, keepdims=True)
+    changes = counts * off
+    m = changes.sum(axis=2)
+    pooled_change = (changes.sum(axis=0) + strength.change_pattern * prior_change[0]) / (m.sum(axis=0) + strength.change_pattern)[:, None]
+    change0 = pooled_change[None] * np.divide(prior_change, prior_change[0][None], out=np.zeros_like(prior_change), where=prior_change[0][None] > 0)
+    change0 /= change0.sum(axis=2, keepdims=True)
+    change = (changes + strength.change_row * change0) / (m + strength.change_row)[..., None]
+    out = change * (1.0 - stay)[..., None]
+    out[:, diag, diag] = stay
+    return out
+
+
+def choose_transition_strength(group_counts: list[np.ndarray], prior: np.ndarray, grid: tuple[float, ...] = TRANSITION_STRENGTHS) -> tuple[TransitionStrength, dict]:
+    """The strengths of :func:`transition_table` that best predict held-out groups: each
+    group's transitions (a couple or family, :func:`group_id`) scored under the table fitted on
+    the others (leave-one-group-out log-likelihood, summed). The stay and change parts of the
+    likelihood separate (a transition is a stay, or a change times where it goes), so each
+    pair of strengths is chosen on its own part. Fewer than two groups: the defaults."""
+    if len(group_counts) < 2:
+        return TransitionStrength(), {"groups": len(group_counts), "method": "defaults (fewer than two groups to cross-validate)"}
+    total = np.sum(group_counts, axis=0)
+    n_p = total.shape[1]
+    diag = np.arange(n_p)
+    off = ~np.eye(n_p, dtype=bool)
+    best_stay: tuple[float, float, float] = (-math.inf, 0.0, 0.0)
+    best_change: tuple[float, float, float] = (-math.inf, 0.0, 0.0)
+    for kp in grid:
+        for kr in grid:
+            st = TransitionStrength(kp, kr, kp, kr)
+            ll_stay = ll_change = 0.0
+            for held in group_counts:
+                table = transition_table(total - held, prior, st)
+                stay = table[:, diag, diag]
+                moved = held.sum(axis=2) - held[:, diag, diag]
+                ll_stay += float(np.sum(held[:, diag, diag] * np.log(stay)) + np.sum(moved * np.log1p(-stay)))
+                # where the pattern went, given that it changed
+                cond = np.where(off, table, 0.0) / (1.0 - stay)[..., None]
+                ll_change += float(np.sum(np.where(off & (held > 0), held * np.log(np.where(off, cond, 1.0)), 0.0)))
+            best_stay = max(best_stay, (ll_stay, kp, kr))
+            best_change = max(best_change, (ll_change, kp, kr))
+    chosen = TransitionStrength(best_stay[1], best_stay[2], best_change[1], best_change[2])
+    n_tr = float(total.sum())
+    return chosen, {
+        "groups": len(group_counts),
+        "method": "leave-one-group-out log-likelihood over the grid TRANSITION_STRENGTHS",
+        "cv_loglik_per_transition": (best_stay[0] + best_change[0]) / max(n_tr, 1.0),
+        **chosen.__dict__,
+    }
+
+
+def _share(r: EffectRecord, dyad_share: float, group_share: float) -> float:
+    """The share of a move's effect that reaches one of the members it addresses."""
+    return 1.0 if r.n_addressed == 1 else (group_share if r.n_addressed >= r.group_size else dyad_share)
+
+
+def fit_effect_cells(records: list[EffectRecord], effect: np.ndarray, dyad_share: float, group_share: float) -> tuple[np.ndarray, dict]:
+    """The spread of each (pattern, strategy) cell's effect, by empirical Bayes.
+
+    The addressed members' changes, as residuals ``x`` around ``share · effect``, are grouped
+    by cell ``c``. A cell's variance has a scaled-inverse-χ² prior (``ν0``, ``σ0²``), so its sum
+    of squares ``SS_c`` about the cell mean (``d_c`` degrees of freedom) makes
+    ``SS_c / (d_c σ0²)`` an F(``d_c``, ``ν0``) variate; ``ν0`` (the shrinkage strength, in
+    pseudo-moves) and ``σ0`` maximise that marginal likelihood (``scipy.optimize.minimize``)
+    and a cell's variance is its posterior scale ``(ν0 σ0² + SS_c) / (ν0 + d_c)`` (no data:
+    ``σ0²``). Large ``ν0``: the data show no cell differing from the pool.
+
+    The cells' means stay the strategy's (the clinical prior's pattern shape plus the
+    strategy's shrunk offset): per-cell mean offsets, shrunk with an sd chosen by
+    leave-one-group-out cross-validation, did not carry over to held-out families (k-fold
+    coverage fell below the target) and are not fitted. Returns the cells' sd ``[P+1, S]``
+    (per person: the core draws it unscaled by the share) and the fit."""
+    from scipy.optimize import minimize
+    from scipy.stats import f as f_dist
+
+    add = [r for r in records if r.strategy is not None]
+    keys = sorted({(r.pattern, r.strategy) for r in add})
+    if not keys:
+        return np.zeros_like(effect), {"cells": 0, "moves": 0, "method": "no moves: no cell spreads"}
+    index = {k: c for c, k in enumerate(keys)}
+    cell = np.array([index[(r.pattern, r.strategy)] for r in add])
+    w = np.array([_share(r, dyad_share, group_share) for r in add])
+    x = np.array([(r.after - r.before) - effect[r.pattern, r.strategy] * wi for r, wi in zip(add, w)])
+    n = np.bincount(cell, minlength=len(keys)).astype(float)
+    mean = np.bincount(cell, x / w, minlength=len(keys)) / n
+    ss = np.bincount(cell, (x - w * mean[cell]) ** 2, minlength=len(keys))
+    dof = n - 1
+    with_dof = (dof > 0) & (ss > 0)
+    info: dict = {"cells": len(keys), "moves": len(add)}
+    if np.any(with_dof):
+
+        def neg_marginal(theta: np.ndarray) -> float:
+            nu0, s0sq = math.exp(theta[0]), math.exp(2 * theta[1])
+            q = ss[with_dof] / (dof[with_dof] * s0sq)
+            return -float(np.sum(f_dist.logpdf(q, dof[with_dof], nu0) - np.log(dof[with_dof] * s0sq)))
+
+        start = math.sqrt(float(ss[with_dof].sum() / dof[with_dof].sum()))
+        res = minimize(neg_marginal, np.array([math.log(10.0), math.log(start)]), method="L-BFGS-B",
+                       bounds=[(math.log(0.5), math.log(1e4)), (math.log(1e-3), math.log(2.0))])  # fmt: skip
+        nu0, s0sq = float(math.exp(res.x[0])), float(math.exp(2 * res.x[1]))
+        var = (nu0 * s0sq + ss) / (nu0 + dof)
+        info.update(prior_dof_nu0=nu0, converged=bool(res.success))
+    else:  # no cell has two moves: one pooled spread
+        s0sq = float(np.mean(x**2))
+        var = np.full(len(keys), s0sq)
+        info.update(prior_dof_nu0=None, converged=True)
+    sd = np.full_like(effect, math.sqrt(s0sq))
+    for c, (p, s) in enumerate(keys):
+        sd[p, s] = math.sqrt(var[c])
+    info.update(
+        pooled_cell_sd_sigma0=math.sqrt(s0sq),
+        method="empirical Bayes: scaled-inverse-chi2 cell variances, F marginal likelihood, scipy.optimize.minimize L-BFGS-B",
+    )
+    return sd, info
+
+
 def _shrunk_mean(values: list[float], prior: float, strength: float) -> float:
     return (float(np.sum(values)) + strength * prior) / (len(values) + strength)
 
@@ -232,13 +413,15 @@ def fit_scenario(
     n_p, n_s, n_u = len(states), len(strats), len(UTTERANCE_TYPES)
 
     # pattern transitions ---------------------------------------------------------------
-    counts = np.zeros((n_s + 1, n_p, n_p))
+    by_group: dict[str, np.ndarray] = {}
     for d in dialogues:
+        c = by_group.setdefault(group_id(d), np.zeros((n_s + 1, n_p, n_p)))
         for t in extract_transitions(d):
-            counts[t.action, t.src, t.dst] += 1
+            c[t.action, t.src, t.dst] += 1
+    counts = np.sum(list(by_group.values()), axis=0) if by_group else np.zeros((n_s + 1, n_p, n_p))
     prior_t = priors.transition_prior(scenario)
-    n_rows = counts.sum(axis=2, keepdims=True)
-    transition = (counts + strength.transition * prior_t) / (n_rows + strength.transition)
+    t_strength, t_fit = choose_transition_strength(list(by_group.values()), prior_t)
+    transition = transition_table(counts, prior_t, t_strength)
 
     # strategy effects and untended drift --------------------------------------------------
     effects = [e for d in dialogues for e in extract_effects(d)]
@@ -315,9 +498,14 @@ def fit_scenario(
         untended_growth=untended_growth,
         speak_addressed=speak_addressed,
     )
+    cell_sd, cell_fit = fit_effect_cells(effects, effect, params.dyad_share, params.group_share)
     pop = fit_population(effects, effect, params.dyad_share, params.group_share, population)
     params.reactivity_sd, params.volatility_sd = pop["reactivity_sd"], pop["volatility_sd"]
     params.susceptibility_sd, params.reading_noise = pop["susceptibility_sd"], pop["reading_noise"]
+    # a cell's spread beyond what every move has (the reading noise and the client's lasting
+    # offset): what the simulator draws per move on top of the population
+    base_var = pop["reading_noise"] ** 2 + pop["fit"]["client_offset_sd"] ** 2
+    params.effect_sd = np.sqrt(np.maximum(np.square(cell_sd) - base_var, 0.0))
     provenance = {
         "dialogues": len(dialogues),
         "transitions": int(counts.sum()),
@@ -329,6 +517,8 @@ def fit_scenario(
         "answer_observations": answered_n,
         "turn_gaps": int(gaps.sum()),
         "client_population": pop["fit"],
+        "effect_cells": cell_fit,
+        "transition_strength": t_fit,
     }
     return params, provenance
 

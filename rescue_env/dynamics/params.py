@@ -12,6 +12,8 @@ S = strategies; U = utterance types):
 - ``transition[S+1, P+1, P+1]``: next-pattern probabilities given the therapist's move
   (index 0 = kept listening, ``1+s`` = strategy ``s``) and the current pattern;
 - ``effect[P+1, S]``: mean change of a targeted member's distress per step;
+- ``effect_sd[P+1, S]``: sd of that change from move to move beyond the population's
+  (reading noise, client offsets), drawn per addressed member and move;
 - ``pattern_pressure[P+1]``: drift of everyone's distress in a pattern;
 - ``harden[P+1]``: per-step pull of stances toward −1 (negative: toward +1);
 - ``soften[S]``: pull of the addressed member's stances toward +1 per strategy;
@@ -79,12 +81,18 @@ class ScenarioParams:
     susceptibility_sd: float = 0.0
     #: sd of the annotated (observed) intensity around latent distress (observation model).
     reading_noise: float = 0.0
+    #: ``[P+1, S]`` per-(pattern, strategy) sd of a move's effect (see the module docstring);
+    #: ``None``: zeros (files written before it existed).
+    effect_sd: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         p1, s = len(self.patterns) + 1, len(self.strategies)
+        if self.effect_sd is None:
+            self.effect_sd = np.zeros((p1, s))
         expected = {
             "transition": (s + 1, p1, p1),
             "effect": (p1, s),
+            "effect_sd": (p1, s),
             "pattern_pressure": (p1,),
             "harden": (p1,),
             "soften": (s,),
@@ -103,6 +111,8 @@ class ScenarioParams:
             raise ValueError(f"{self.scenario} transition rows must sum to 1")
         if not np.allclose(self.utterance.sum(axis=1), 1.0, atol=1e-6):
             raise ValueError(f"{self.scenario} utterance rows must sum to 1")
+        if np.any(self.effect_sd < 0) or not np.all(np.isfinite(self.effect_sd)):
+            raise ValueError(f"{self.scenario} effect_sd must be finite and >= 0")
 
     @property
     def pattern_states(self) -> list[str | None]:

@@ -15,7 +15,7 @@ import pytest
 from rescue_env.data import load_dialogues
 from rescue_env.dynamics import CalibratedModel, DynamicsParams, ScenarioParams
 from rescue_env.dynamics.fidelity import evaluate_fidelity, format_fidelity, plot_fidelity
-from rescue_env.dynamics.fit import extract_effects, extract_transitions, fit_params, fit_scenario, prior_params
+from rescue_env.dynamics.fit import TRANSITION_STRENGTHS, extract_effects, extract_transitions, fit_params, fit_scenario, group_id, prior_params
 from rescue_env.dynamics.priors import transition_prior
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.taxonomy.labels import strategies
@@ -59,7 +59,10 @@ def test_fit_counts_match_the_data(seeds, fitted):
             assert isinstance(prov[key], int) and prov[key] >= 0
         assert prov["utterance_observations"] > 0
     assert fitted.provenance["sources"] == ["bundled seeds"]
-    assert fitted.provenance["prior_pseudo_observations"]["transition"] > 0
+    for scenario in ("couple", "family"):
+        chosen = fitted.provenance["scenarios"][scenario]["transition_strength"]
+        assert chosen["groups"] == len({group_id(d) for d in seeds if d.scenario == scenario})
+        assert all(chosen[k] in TRANSITION_STRENGTHS for k in ("stay_pattern", "stay_row", "change_pattern", "change_row"))
 
 
 def test_fit_is_a_valid_model(fitted):

@@ -10,7 +10,8 @@ import pytest
 
 from rescue_env.data import load_dialogues
 from rescue_env.dynamics import CalibratedModel, DynamicsParams, TherapistMove
-from rescue_env.dynamics.fit import UNTENDED_FLOOR, fit_params
+from rescue_env.dynamics.fit import UNTENDED_FLOOR, extract_transitions, fit_params
+from rescue_env.dynamics.priors import pattern_valence
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.labels import patterns, strategies
@@ -51,20 +52,46 @@ def test_defaults_load_with_provenance(defaults):
         defaults["triad"]
 
 
+def _default_data() -> list:
+    """The dialogues the packaged defaults were fitted on (skips where a real file is absent)."""
+    data = DynamicsParams.load().provenance["data"]
+    paths = [None if d["path"] == "rescue_env/data/seeds" else REPO / d["path"] for d in data]
+    missing = [p for p in paths if p is not None and not p.exists()]
+    if missing:
+        pytest.skip(f"the defaults' real data is not here: {missing}")
+    return load_dialogues(paths)
+
+
+def _not_constructive(sp) -> list[int]:
+    """Pattern indices other than the constructive ones (valence above 0.5), "no clear
+    pattern" included."""
+    return [i for i, v in enumerate(pattern_valence("couple")) if v < 0.5]
+
+
 def test_pursue_withdraw_is_the_most_persistent_couple_pattern(couple):
+    """Pursue-withdraw holds longest of the couple's distress patterns (and longer than "no
+    clear pattern"), under listening and on average over moves. Constructive alignment is
+    left out: the data hold it as long (the assert below says so; the stay rates are learnt
+    per pattern with strengths chosen by cross-validation, so the data win there)."""
     sp, pw, _, _ = couple
-    n_p = len(sp.patterns)
-    listen = np.diag(sp.transition[0])[:n_p]
-    average = np.diag(sp.transition.mean(axis=0))[:n_p]
-    assert int(np.argmax(listen)) == pw, dict(zip(sp.patterns, listen.round(3)))
-    assert int(np.argmax(average)) == pw, dict(zip(sp.patterns, average.round(3)))
-    # also against "no clear pattern"
-    assert listen[pw] > sp.transition[0, n_p, n_p] and average[pw] > sp.transition.mean(axis=0)[n_p, n_p]
+    keep = _not_constructive(sp)
+    listen = np.diag(sp.transition[0])
+    average = np.diag(sp.transition.mean(axis=0))
+    assert max(keep, key=lambda i: listen[i]) == pw, dict(zip(sp.pattern_states, listen.round(3)))
+    assert max(keep, key=lambda i: average[i]) == pw, dict(zip(sp.pattern_states, average.round(3)))
+    # where the defaults put constructive alignment above pursue-withdraw, the data do too
+    ca = sp.patterns.index("constructive_alignment")
+    if listen[ca] > listen[pw]:
+        dialogues = [d for d in _default_data() if d.scenario == "couple"]
+        recs = [t for d in dialogues for t in extract_transitions(d)]
+        rate = {i: np.mean([t.dst == i for t in recs if t.src == i]) for i in (pw, ca)}
+        assert rate[ca] >= rate[pw], rate
 
 
 def test_pursue_withdraw_persists_longest_in_simulation(couple):
     """One-step stay rates measured by stepping the backend from each pattern: under
-    listening and under uniformly random moves, pursue-withdraw stays most often."""
+    listening and under uniformly random moves, pursue-withdraw stays most often of the
+    distress patterns."""
     sp, pw, _, _ = couple
     be = CalibratedModel("couple", sp)
     rng = np.random.default_rng(0)
@@ -81,8 +108,9 @@ def test_pursue_withdraw_persists_longest_in_simulation(couple):
                 be.step(st, move, rng)
                 kept += st.pattern == p
             stay[mode].append(kept / trials)
+    keep = [i for i in _not_constructive(sp) if i < len(sp.patterns)]
     for mode, rates in stay.items():
-        assert int(np.argmax(rates)) == pw, (mode, dict(zip(sp.patterns, rates)))
+        assert max(keep, key=lambda i: rates[i]) == pw, (mode, dict(zip(sp.patterns, rates)))
     # the simulated rate under listening matches the table (5 standard errors)
     se = np.sqrt(sp.transition[0, pw, pw] * (1 - sp.transition[0, pw, pw]) / trials)
     assert abs(stay["listen"][pw] - sp.transition[0, pw, pw]) < 5 * se
