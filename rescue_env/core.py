@@ -34,7 +34,8 @@ Array layout (row ``e`` is session ``e``; groups padded to the cap ``C``):
 the ``I_*`` columns; ``F[e]`` floats by the ``F_*`` columns; ``UNT[e, :n]`` steps since
 each member was addressed; ``TURNS[e, :n]`` untended turns of the episode; ``KEY[e]`` the
 episode key; ``TR[e, :n, ·]`` the clients' latent traits (reactivity, volatility, contagion
-susceptibility; drawn at reset from the key, see :mod:`rescue_env.dynamics.calibrated`); the
+susceptibility, baseline offset, then the warmth of each dyad ``TR[e, i, TR_WARMTH + j]``;
+drawn at reset from the key, see :mod:`rescue_env.dynamics.calibrated`); the
 last step's client turns in ``TS/TT/TA[e, :I[e, I_NTURNS]]`` (speaker slot,
 utterance type, addressee).
 """
@@ -78,11 +79,14 @@ COMPONENTS = ("mean_distress", "stance", "max_distress", "intervention_cost")
     P_SPEAK_ADDRESSED, P_SPEAK_DISTRESS, P_ANSWER, P_W_MEAN, P_BETA, P_LAM, P_COST, P_GAMMA,
     P_SETTLE_THRESHOLD, P_SETTLE_STEPS, P_TERMINATE, P_HORIZON, P_FATIGUE,
     P_HETEROGENEITY, P_REACTIVITY_SD, P_VOLATILITY_SD, P_SUSCEPTIBILITY_SD, P_READING_NOISE,
-) = range(25)  # fmt: skip
-N_PARAMS = 25
-# TR[e, i, ·]: client i's latent traits, drawn at reset (see "Heterogeneous clients" above)
-TR_REACTIVITY, TR_VOLATILITY, TR_SUSCEPTIBILITY = range(3)
-N_TRAITS = 3
+    P_BASELINE_SD, P_WARMTH_SD,
+) = range(27)  # fmt: skip
+N_PARAMS = 27
+# TR[e, i, ·]: client i's latent traits, drawn at reset (see "Heterogeneous clients" above):
+# three multipliers (neutral 1), the baseline offset (neutral 0), then TR[e, i, TR_WARMTH + j]
+# the warmth of the dyad i→j (neutral 0; the row has ``cap`` of them)
+TR_REACTIVITY, TR_VOLATILITY, TR_SUSCEPTIBILITY, TR_BASELINE, TR_WARMTH = range(5)
+N_TRAITS = 4
 #: behaviour codes of a client slot (``BT``): the model decides, or the slot is silent
 FREE, SILENT = -2, -1
 #: addressee codes (as :data:`rescue_env.dynamics.base.TO_THERAPIST` / ``TO_GROUP``)
@@ -106,6 +110,11 @@ _U_SPEAKER = 8  # + slot
 _U_READING = 32  # + 2 slot, + 2 slot + 1: the Box–Muller pair of slot's reading noise
 _U_EFFECT = 48  # + 2 slot, + 2 slot + 1: the pair of the move's effect noise on slot (cap <= 8)
 _N_STANDARD = 64  # normals use draws 64 + 2k, 65 + 2k (at _RESET_STEP: the client traits)
+#: reset draws of the traits (cap <= 8): the three multipliers of slot i at 64 + 6 i .. + 5,
+#: the baseline at 112 + 2 i, the warmth of i→j at 128 + 2 (8 i + j) (up to 255)
+_U_TRAITS = _N_STANDARD
+_U_BASELINE = _U_TRAITS + 6 * 8
+_U_WARMTH = _U_BASELINE + 2 * 8
 #: draw index of the per-step seed handed to LLM calls (:meth:`Core.step_seed`)
 _U_LLM_SEED = 1 << 20
 
@@ -322,7 +331,8 @@ def _transition(e, action, S, T, W):
             if j == i:
                 g[i, j] = 0.0
                 continue
-            y = g[i, j] + rate * (toward - g[i, j]) + P[P_S_NOISE] * noise[n + i * n + j]
+            # the pattern's pull, the dyad's own warmth (i→j; 0 for the mean dyad), noise
+            y = g[i, j] + rate * (toward - g[i, j]) + TR[e, i, TR_WARMTH + j] + P[P_S_NOISE] * noise[n + i * n + j]
             g[i, j] = -1.0 if y < -1.0 else (1.0 if y > 1.0 else y)
     # -- 6. pattern: the move's pull on the transition fades with fatigue, like its effect
     row = 1 + s if (intervene and _uniform(key, step, _U_PULL) < mult) else 0
@@ -392,7 +402,8 @@ def _observe(e, S, P, n_patterns):
     write_observation(O, e, S[0], S[1], I[e, I_N], I[e, I_PATTERN], I[e, I_T], I[e, I_STREAK], S[4], P[P_HORIZON], n_patterns)
     # the observation model: what is seen is a noisy reading of latent distress (σ* uses
     # the latent state); a volatile client's reading swings more. A start state is the seed
-    # dialogue's own annotation (already a reading): it is shown as it is.
+    # dialogue's own annotation (already a reading, moved by the drawn clients' baseline): it
+    # is shown as it is.
     sd = P[P_READING_NOISE]
     if sd > 0.0 and I[e, I_T] > 0:
         key, step, TR = S[6][e], I[e, I_T], S[17]
@@ -451,17 +462,29 @@ def _finish(e, S, P, n_patterns):
 
 @njit(cache=True, inline="always")
 def _draw_traits(e, S, P):
-    """Draw session ``e``'s clients' latent traits from its episode key (reset draws, the
-    normals' indices: the dialogue and cut use draws 0 and 1). ``heterogeneity`` 0 gives every
-    client the mean client's traits (all 1)."""
+    """Draw session ``e``'s clients' latent traits and dyads' warmth from its episode key
+    (reset draws, the normals' indices ``_U_TRAITS`` / ``_U_BASELINE`` / ``_U_WARMTH``; the
+    dialogue and cut use draws 0 and 1). ``heterogeneity`` 0 gives every client the mean
+    client's traits (multipliers 1, baseline offset and warmth 0). The baseline offset moves a
+    reset's start distress (:func:`_begin`), not a loaded state (:meth:`Core.load`: a real
+    person's observed state already holds their baseline)."""
     TR = S[17]
     key = S[6][e]
     h = P[P_HETEROGENEITY]
-    for i in range(TR.shape[1]):
-        base = _N_STANDARD + 2 * N_TRAITS * i
+    cap = TR.shape[1]
+    for i in range(cap):
+        base = _U_TRAITS + 6 * i
         TR[e, i, TR_REACTIVITY] = 1.0 + h * P[P_REACTIVITY_SD] * _normal(key, _RESET_STEP, base)
         TR[e, i, TR_VOLATILITY] = math.exp(h * P[P_VOLATILITY_SD] * _normal(key, _RESET_STEP, base + 2))
         TR[e, i, TR_SUSCEPTIBILITY] = math.exp(h * P[P_SUSCEPTIBILITY_SD] * _normal(key, _RESET_STEP, base + 4))
+        sd = h * P[P_BASELINE_SD]
+        TR[e, i, TR_BASELINE] = sd * _normal(key, _RESET_STEP, _U_BASELINE + 2 * i) if sd > 0.0 else 0.0
+        sd = h * P[P_WARMTH_SD]
+        for j in range(cap):
+            w = 0.0
+            if sd > 0.0 and j != i:
+                w = sd * _normal(key, _RESET_STEP, _U_WARMTH + 2 * (8 * i + j))
+            TR[e, i, TR_WARMTH + j] = w
 
 
 @njit(cache=True)
@@ -492,12 +515,17 @@ def _begin(e, start, S, P, ST, n_patterns):
     I[e, I_START] = start
     F[e, :] = 0.0
     F[e, F_DISCOUNT] = 1.0
+    _draw_traits(e, S, P)
+    # the drawn client's baseline: their distress sits above or below the seed person's
+    TR = S[17]
+    for i in range(n):
+        x = D[e, i] + TR[e, i, TR_BASELINE]
+        D[e, i] = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
     peak = D[e, 0]
     for i in range(n):
         if D[e, i] > peak:
             peak = D[e, i]
     F[e, F_PEAK] = peak
-    _draw_traits(e, S, P)
     _observe(e, S, P, n_patterns)
 
 
@@ -726,6 +754,7 @@ class Core:
         P[P_FATIGUE] = sp.fatigue
         P[P_REACTIVITY_SD], P[P_VOLATILITY_SD], P[P_SUSCEPTIBILITY_SD] = sp.reactivity_sd, sp.volatility_sd, sp.susceptibility_sd
         P[P_READING_NOISE] = sp.reading_noise
+        P[P_BASELINE_SD], P[P_WARMTH_SD] = sp.baseline_sd, sp.warmth_sd
         self.set_heterogeneity(heterogeneity)
         self.set_reward(reward)
         self.set_episode_end(horizon=horizon, settle_threshold=settle_threshold, settle_steps=settle_steps, terminate_on_settle=terminate_on_settle)
@@ -753,7 +782,8 @@ class Core:
         self.UNT = np.zeros((N, cap), np.int64)
         self.TURNS = np.zeros((N, cap), np.int64)
         self.KEY = np.zeros(N, np.uint64)
-        self.TR = np.ones((N, cap, N_TRAITS))
+        self.TR = np.ones((N, cap, TR_WARMTH + cap))
+        self.TR[:, :, TR_BASELINE:] = 0.0
         max_turns = cap + 2
         self.TS = np.zeros((N, max_turns), np.int64)
         self.TT = np.zeros((N, max_turns), np.int64)
@@ -798,9 +828,15 @@ class Core:
         self.P[P_READING_NOISE] = float(sd)
 
     def traits(self, e: int) -> dict[str, np.ndarray]:
-        """Session ``e``'s clients' latent traits (per member slot)."""
+        """Session ``e``'s clients' latent traits (per member slot): ``reactivity``,
+        ``volatility``, ``susceptibility`` (multipliers, 1 for the mean client), ``baseline``
+        (offset of their distress from the seed person's at reset, 0 for the mean client) and
+        ``warmth`` (``[n, n]``: row i, column j the per-step stance drift of i toward j, 0 for
+        the mean dyad)."""
         n = int(self.I[e, I_N])
-        return {name: self.TR[e, :n, k].copy() for k, name in enumerate(("reactivity", "volatility", "susceptibility"))}
+        out = {name: self.TR[e, :n, k].copy() for k, name in enumerate(("reactivity", "volatility", "susceptibility", "baseline"))}
+        out["warmth"] = self.TR[e, :n, TR_WARMTH : TR_WARMTH + n].copy()
+        return out
 
     def set_episode_end(self, *, horizon: int, settle_threshold: float, settle_steps: int, terminate_on_settle: bool) -> None:
         """Use these episode-end settings from the next step on."""

@@ -22,7 +22,8 @@ One step, in order (parameters in :class:`~rescue_env.dynamics.params.ScenarioPa
    (``utterance_effect``).
 4. **Ripple effect.** Distress flows from more to less distressed members along hostile
    edges of G (rate ``contagion`` times the edge's mutual hostility); warm edges carry none.
-5. **Stances** harden (or warm) by ``harden[ρ]``; noise is added to distress and stances.
+5. **Stances** harden (or warm) by ``harden[ρ]`` and drift by their dyad's warmth
+   ``w_ij``; noise is added to distress and stances.
 6. **Pattern.** ρ_{t+1} is drawn from ``transition[action, ρ_t]`` (the move's row with
    probability ``fatigue ** streak``, else the listening row). Each row is a stay
    probability — a pattern lasts a geometric number of steps, mean ``1 / (1 − stay)`` (its
@@ -35,8 +36,32 @@ reset from the fitted population (``z`` independent standard normals from the ep
 one client in the fit): reactivity ``r_i = 1 + h·reactivity_sd·z`` multiplies the
 therapist effects they receive (``r_i < 0``: the move backfires), volatility
 ``v_i = exp(h·volatility_sd·z)`` scales their distress noise and reading noise, contagion
-susceptibility ``k_i = exp(h·susceptibility_sd·z)`` scales the ripple they take in. ``h = 0``
-gives every client the mean client's traits (all 1).
+susceptibility ``k_i = exp(h·susceptibility_sd·z)`` scales the ripple they take in, and
+baseline distress ``b_i = h·baseline_sd·z`` sets where their distress sits: a reset starts
+them at the seed person's distress plus ``b_i`` (clipped to [0, 1]). The model has no pull
+toward a set point (untended distress grows, patterns press), so that offset lasts the
+episode; a state loaded from a real dialogue (:meth:`~rescue_env.core.Core.load`, the
+fidelity check) is a real person's and is not moved. Each ordered pair ``i → j`` carries a
+warmth ``w_ij = h·warmth_sd·z`` (drawn independently for ``j → i``): ``i``'s stance toward
+``j`` drifts by ``w_ij`` every step on top of the pattern's pull, so a warm dyad settles
+above the pattern's stance level and a cold one below. ``h = 0`` gives every client the mean
+client's traits (multipliers 1, baseline and warmth 0). All are exposed by
+:meth:`~rescue_env.core.Core.traits`.
+
+How the two spreads are fitted (:func:`~rescue_env.dynamics.fit.fit_random_offsets`, a
+random-intercept model by MAP with log-normal priors, :class:`~rescue_env.dynamics.fit.PopulationPrior`):
+``baseline_sd`` is the between-client sd of every annotated distress reading, a person seen
+in several sessions being one client (the within-client spread, reading noise and swings,
+is separated out); ``warmth_sd`` is the between-dyad sd of the per-step drift of annotated
+stances (changes between consecutive annotations of a pair as a random walk with drift,
+minus the pattern's pull, the stance before as a covariate). Caveats: the data's stances are
+not annotated numbers but the valence of the annotators' attitude/viewpoint text
+(:func:`~rescue_env.state.stance_of`), partly shaped by what kind of utterance was made; the
+stance changes are noisy (sd ≈ 0.3 per step) against a drift of a few hundredths, so
+``warmth_sd`` is weakly identified and sits near its prior median (0.02); the family
+``baseline_sd`` is likewise pulled toward its prior (15 clients), the couple one is set by
+the data. A drawn client's start is the seed person's distress plus ``b_i``, so starts
+spread by ``baseline_sd`` more than the seeds do.
 
 **Spread of a move's outcome**, as fitted (:mod:`rescue_env.dynamics.fit`): the client's
 lasting offset (reactivity), the reading noise (all moves alike), and the (pattern,

@@ -18,6 +18,10 @@ thin data set moves the numbers only as far as its counts justify. What is count
   a spread by empirical Bayes (:func:`fit_effect_cells`);
 - **client population**: residuals of those changes grouped by client, a person seen in
   several sessions of one couple being one client (:func:`client_id`);
+- **baseline distress**: every annotated distress reading grouped by client, the
+  between-client sd by a random-intercept model (:func:`fit_baseline`);
+- **dyad warmth**: changes of each ordered pair's annotated stance between its
+  annotations, the between-dyad sd of their per-step drift (:func:`fit_warmth`);
 - **untended drift**: the same change for members the therapist did not address, relative
   to their distress before;
 - **utterance types** per pattern, **who answers** the therapist, and how often a second
@@ -172,6 +176,11 @@ class PopulationPrior:
     volatility_sd: float = 0.3  # log-sd of how much clients differ in moment noise
     susceptibility_sd: float = 0.3  # log-sd of contagion susceptibility (not identified by the data)
     log_sd: float = 0.7  # prior log-sd of each of the three fitted spreads
+    baseline_sd: float = 0.1  # sd of clients' baseline distress level
+    level_sd: float = 0.2  # sd of a client's readings around their own level
+    warmth_sd: float = 0.02  # sd of a dyad's lasting stance drift per step
+    stance_step_sd: float = 0.2  # sd of one step's stance change around the dyad's drift
+    offset_log_sd: float = 1.0  # prior log-sd of the baseline / warmth spreads and their noise
 
 
 def _client_loglik(groups: list[np.ndarray], tau: float, sigma: float, s: float, nodes: np.ndarray, weights: np.ndarray) -> float:
@@ -241,6 +250,131 @@ def fit_population(records: list[EffectRecord], effect: np.ndarray, dyad_share: 
             "method": "MAP, log-normal priors (PopulationPrior), scipy.optimize.minimize L-BFGS-B; volatility by 20-node Gauss-Hermite",
         },
     }
+
+
+@dataclass
+class StanceRecord:
+    """One observed change of a dyad's stance (i toward j) between two annotations of it."""
+
+    dyad: str  # who toward whom, across the sessions of a group (:func:`client_id`)
+    pattern: int  # the pattern state at the first annotation
+    before: float
+    after: float
+    steps: int  # therapist moves between the two annotations (at least 1)
+
+
+def extract_stance_changes(dialogue: Dialogue) -> list[StanceRecord]:
+    """Changes of each ordered pair's annotated stance between consecutive annotations of
+    that pair, with the number of simulator steps (therapist moves, at least 1) between."""
+    states = priors.pattern_states(dialogue.scenario)
+    tracker = StateTracker(dialogue.scenario, dialogue.participants)
+    last: dict[tuple[int, int], tuple[float, int, int]] = {}  # (i, j) -> (stance, moves, pattern)
+    moves = 0
+    out: list[StanceRecord] = []
+    for row in dialogue.rows:
+        p = states.index(tracker.state.pattern) if tracker.state.pattern in states else len(states) - 1
+        if row.is_therapist:
+            moves += 1
+        st = tracker.update(row)
+        for v in row.viewpoints_attitudes:
+            i, j = tracker.index.get(v.source), tracker.index.get(v.target)
+            if i is None or j is None or i == j:
+                continue
+            g = float(st.stance[i, j])
+            if (i, j) in last:
+                g0, m0, p0 = last[(i, j)]
+                dyad = f"{client_id(dialogue, i)}->{dialogue.participants[j]}"
+                out.append(StanceRecord(dyad, p0, g0, g, max(1, moves - m0)))
+            last[(i, j)] = (g, moves, p)
+    return out
+
+
+def fit_random_offsets(x: np.ndarray, k: np.ndarray, covariate: np.ndarray, group: list[str], prior_tau: float, prior_sigma: float, log_sd: float) -> dict:
+    """Between-group sd of lasting per-step drifts, by maximum a posteriori.
+
+    Observation ``m`` of group ``c`` spans ``k_m`` steps: ``x_m ~ N(k_m (μ + β c_m + u_c),
+    σ² k_m)`` (a random walk with drift), ``u_c ~ N(0, τ²)`` the group's lasting drift; ``μ``
+    and ``β`` (a slope on the covariate: regression toward the middle) are nuisance terms with
+    flat priors, ``τ`` and ``σ`` have log-normal priors (medians ``prior_tau``, ``prior_sigma``,
+    log-sd ``log_sd``). ``u_c`` integrates out in closed form; ``scipy.optimize.minimize``
+    (L-BFGS-B). Returns ``tau`` (the sd of the lasting drift), ``sigma``, ``mu``, ``beta``."""
+    from scipy.optimize import minimize
+
+    x, k, cv = (np.asarray(a, dtype=float) for a in (x, k, covariate))
+    if x.size == 0:
+        return {"tau": prior_tau, "sigma": prior_sigma, "mu": 0.0, "beta": 0.0, "groups": 0, "observations": 0, "converged": True}
+    names = sorted(set(group))
+    gi = np.array([names.index(g) for g in group]) if len(names) < 2000 else np.unique(group, return_inverse=True)[1]
+    n_g = len(names)
+    K = np.bincount(gi, k, minlength=n_g)
+    cv_c = cv - float(np.mean(cv))
+    mu0 = np.log([prior_tau, prior_sigma])
+
+    def neg_post(theta: np.ndarray) -> float:
+        mu, beta = theta[0], theta[1]
+        tau, sigma = math.exp(theta[2]), math.exp(theta[3])
+        r = x - k * (mu + beta * cv_c)
+        R = np.bincount(gi, r, minlength=n_g)
+        q = float(np.sum(r * r / k)) / sigma**2
+        a = 1.0 + tau**2 * K / sigma**2
+        ll = -0.5 * (float(np.sum(np.log(2 * math.pi * sigma**2 * k))) + float(np.sum(np.log(a))) + q - float(np.sum(tau**2 * (R / sigma**2) ** 2 / a)))
+        lp = -0.5 * float(np.sum(((theta[2:] - mu0) / log_sd) ** 2))
+        return -(ll + lp)
+
+    start = np.array([float(np.sum(x) / np.sum(k)), 0.0, *mu0])
+    res = minimize(neg_post, start, method="L-BFGS-B", bounds=[(-1.0, 1.0), (-1.0, 1.0), (math.log(1e-4), math.log(1.0)), (math.log(1e-3), math.log(2.0))])
+    return {
+        "tau": float(math.exp(res.x[2])),
+        "sigma": float(math.exp(res.x[3])),
+        "mu": float(res.x[0]),
+        "beta": float(res.x[1]),
+        "groups": n_g,
+        "observations": int(x.size),
+        "converged": bool(res.success),
+    }
+
+
+def extract_levels(dialogue: Dialogue) -> list[tuple[str, float]]:
+    """Every annotated distress reading of a dialogue, with who it is (:func:`client_id`)."""
+    tracker = StateTracker(dialogue.scenario, dialogue.participants)
+    out: list[tuple[str, float]] = []
+    for row in dialogue.rows:
+        st = tracker.update(row)
+        for e in row.internal_emotion:
+            i = tracker.index.get(e.person)
+            if i is not None:
+                out.append((client_id(dialogue, i), float(st.distress[i])))
+    return out
+
+
+def fit_baseline(levels: list[tuple[str, float]], prior: PopulationPrior = PopulationPrior()) -> dict:
+    """The sd of clients' baseline distress: the between-client sd of their distress level,
+    from every annotated reading grouped by client across sessions (a random-intercept model,
+    :func:`fit_random_offsets` with one step per reading and no covariate; the within-client
+    spread, reading noise and moment-to-moment swings, is its ``sigma``)."""
+    x = np.array([v for _, v in levels])
+    fit = fit_random_offsets(x, np.ones(len(levels)), np.zeros(len(levels)), [c for c, _ in levels],
+                             prior.baseline_sd, prior.level_sd, prior.offset_log_sd)  # fmt: skip
+    fit["method"] = "MAP random-intercept model (fit_random_offsets) on annotated distress levels, grouped by client"
+    return fit
+
+
+def fit_warmth(records: list[StanceRecord], params: ScenarioParams, prior: PopulationPrior = PopulationPrior()) -> dict:
+    """The sd of dyads' warmth (a lasting drift of i's stance toward j per step) from the
+    changes between annotations of each ordered pair: minus the model's pattern pull
+    (``harden``, linearised over the steps), grouped by dyad across sessions, by
+    :func:`fit_random_offsets` (the stance before is a covariate)."""
+    x, k, cv, grp = [], [], [], []
+    for r in records:
+        h = float(params.harden[r.pattern])
+        toward, rate = (-1.0, h) if h >= 0 else (1.0, -h)
+        x.append((r.after - r.before) - r.steps * rate * (toward - r.before))
+        k.append(r.steps)
+        cv.append(r.before)
+        grp.append(r.dyad)
+    fit = fit_random_offsets(np.array(x), np.array(k, float), np.array(cv), grp, prior.warmth_sd, prior.stance_step_sd, prior.offset_log_sd)
+    fit["method"] = "MAP random-intercept random walk (fit_random_offsets) on annotated stance changes, grouped by dyad"
+    return fit
 
 
 #: Candidate pseudo-observations of the transition hierarchy's two levels; the fit picks the
@@ -502,6 +636,9 @@ def fit_scenario(
     pop = fit_population(effects, effect, params.dyad_share, params.group_share, population)
     params.reactivity_sd, params.volatility_sd = pop["reactivity_sd"], pop["volatility_sd"]
     params.susceptibility_sd, params.reading_noise = pop["susceptibility_sd"], pop["reading_noise"]
+    base_fit = fit_baseline([x for d in dialogues for x in extract_levels(d)], population)
+    warm_fit = fit_warmth([r for d in dialogues for r in extract_stance_changes(d)], params, population)
+    params.baseline_sd, params.warmth_sd = base_fit["tau"], warm_fit["tau"]
     # a cell's spread beyond what every move has (the reading noise and the client's lasting
     # offset): what the simulator draws per move on top of the population
     base_var = pop["reading_noise"] ** 2 + pop["fit"]["client_offset_sd"] ** 2
@@ -517,6 +654,8 @@ def fit_scenario(
         "answer_observations": answered_n,
         "turn_gaps": int(gaps.sum()),
         "client_population": pop["fit"],
+        "client_baseline": base_fit,
+        "dyad_warmth": warm_fit,
         "effect_cells": cell_fit,
         "transition_strength": t_fit,
     }

@@ -25,6 +25,7 @@ S = strategies; U = utterance types):
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -79,6 +80,11 @@ class ScenarioParams:
     reactivity_sd: float = 0.0
     volatility_sd: float = 0.0
     susceptibility_sd: float = 0.0
+    #: sd of a client's baseline distress (their level's offset from the seed person's at a
+    #: reset, mean 0), and of a dyad's warmth (a lasting drift of i's stance toward j per step,
+    #: per ordered pair, mean 0). Files written before they existed load with 0 (no spread).
+    baseline_sd: float = 0.0
+    warmth_sd: float = 0.0
     #: sd of the annotated (observed) intensity around latent distress (observation model).
     reading_noise: float = 0.0
     #: ``[P+1, S]`` per-(pattern, strategy) sd of a move's effect (see the module docstring);
@@ -111,6 +117,10 @@ class ScenarioParams:
             raise ValueError(f"{self.scenario} transition rows must sum to 1")
         if not np.allclose(self.utterance.sum(axis=1), 1.0, atol=1e-6):
             raise ValueError(f"{self.scenario} utterance rows must sum to 1")
+        for name in ("reactivity_sd", "volatility_sd", "susceptibility_sd", "baseline_sd", "warmth_sd"):
+            value = float(getattr(self, name))
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{self.scenario} {name} must be finite and >= 0, got {value!r}")
         if np.any(self.effect_sd < 0) or not np.all(np.isfinite(self.effect_sd)):
             raise ValueError(f"{self.scenario} effect_sd must be finite and >= 0")
 

@@ -195,7 +195,8 @@ class GroupSupportEnv(gym.Env):
     def _new_session(self, key: int) -> Session:
         dialogue, cut, members, snapshot = self.core.start_of(0)
         c = self.config
-        return Session(dialogue, cut, members, snapshot.copy(), self.encoding, record=c.record_transcript, text_bank=self.sim.text_bank, text_seed=key)
+        # the live start (the drawn clients' baseline moves the seed's distress), the seed's words
+        return Session(dialogue, cut, members, self.core.state_view(0, snapshot), self.encoding, record=c.record_transcript, text_bank=self.sim.text_bank, text_seed=key)
 
     def _obs(self) -> dict[str, np.ndarray]:
         return self.sim.observer.unflatten(self.core.obs[0])

@@ -34,7 +34,8 @@ def fixed_params(priors_only) -> Callable[..., ScenarioParams]:
         base = priors_only[scenario]
         kw: dict = {}
         if quiet:
-            kw.update(distress_noise=0.0, stance_noise=0.0, reactivity_sd=0.0, volatility_sd=0.0, susceptibility_sd=0.0, reading_noise=0.0)
+            kw.update(distress_noise=0.0, stance_noise=0.0, reactivity_sd=0.0, volatility_sd=0.0, susceptibility_sd=0.0, reading_noise=0.0,
+                      baseline_sd=0.0, warmth_sd=0.0)  # fmt: skip
         if sticky:
             kw["transition"] = np.tile(np.eye(base.transition.shape[1]), (base.transition.shape[0], 1, 1))
         if isolate:

@@ -37,15 +37,18 @@ def _observed_changes(scenario: str, h: float, draws: int = 4000) -> np.ndarray:
 
 @pytest.mark.parametrize("scenario", ["couple", "family"])
 def test_heterogeneity_zero_is_the_mean_client_and_more_widens(scenario):
-    """h = 0: every client has the mean traits (all 1) and the spread is the mean client's
+    """h = 0: every client has the mean traits (multipliers 1, offsets 0) and the spread is the mean client's
     moment-to-moment noise; the spread of a move's outcome grows with h."""
     sds = {h: float(np.std(_observed_changes(scenario, h))) for h in (0.0, 1.0, 3.0)}
     assert sds[0.0] > 0.05  # even the mean client is not deterministic (reading noise)
     assert sds[0.0] < sds[1.0] < sds[3.0]
     env = GroupSupportEnv(scenario, heterogeneity=0.0)
     env.reset(seed=3)
-    for trait in env.core.traits(0).values():
-        np.testing.assert_array_equal(trait, 1.0)
+    traits = env.core.traits(0)
+    for name in ("reactivity", "volatility", "susceptibility"):
+        np.testing.assert_array_equal(traits[name], 1.0)
+    for name in ("baseline", "warmth"):
+        np.testing.assert_array_equal(traits[name], 0.0)
     env = GroupSupportEnv(scenario, heterogeneity=1.0)
     env.reset(seed=3)
     traits = env.core.traits(0)

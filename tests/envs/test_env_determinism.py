@@ -64,16 +64,20 @@ def test_different_seeds_different_episodes(scenario, run_episode):
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_different_seeds_differ_in_dynamics_not_only_in_the_cut(scenario, run_episode, seeds):
     """With the seed dialogue and cut row fixed, the seed still changes the trajectory (the
-    client model is stochastic), and equal seeds still agree."""
+    client model is stochastic), and equal seeds still agree. The start is the seed row's
+    state; its distress is moved by the drawn clients' baseline (none for the mean client)."""
     d = next(d for d in seeds if d.scenario == scenario)
     opts = {"dialogue": d.sample_id, "start_row": 10}
     acts = _actions(scenario)
+    mean_client = GroupSupportEnv(scenario, horizon=15, terminate_on_settle=False, heterogeneity=0.0)
+    assert run_episode(mean_client, 1, acts, options=opts)["obs"][0] == run_episode(mean_client, 2, acts, options=opts)["obs"][0]
     env = GroupSupportEnv(scenario, horizon=15, terminate_on_settle=False)
     a = run_episode(env, 1, acts, options=opts)
     b = run_episode(env, 2, acts, options=opts)
     c = run_episode(env, 1, acts, options=opts)
-    assert a["obs"][0] == b["obs"][0]  # same starting state
     assert a["states"][0].row_index == b["states"][0].row_index
+    assert a["states"][0].pattern == b["states"][0].pattern
+    assert np.array_equal(a["states"][0].stance, b["states"][0].stance)  # same seed row
     assert a["obs"] != b["obs"]
     assert a["rewards"] != b["rewards"]
     _same(a, c)
