@@ -148,7 +148,10 @@ def _strict(properties: dict[str, Any]) -> dict[str, Any]:
 
 def _reply_schema(key: str, ids: list[str], fields: dict[str, Any]) -> dict[str, Any]:
     item = _strict({"id": {"type": "string", "enum": ids}, **fields})
-    return _strict({key: {"type": "array", "items": item}})
+    # One answer per item: a grammar (llama.cpp) or strict decoding then cannot stop short
+    # (SmolLM2 answered 4 of 8 ITP items with an empty list), the reply budget is sized to
+    # the batch, and a server without either still has its short reply asked again.
+    return _strict({key: {"type": "array", "items": item, "minItems": len(ids), "maxItems": len(ids)}})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -235,3 +235,18 @@ def test_end_to_end_over_loopback_http(small, tmp_path):
     assert sum(res[t]["failed"] for t in TASKS) >= 1  # the schema violation twice fails one call
     assert n_requests > 10
     assert re.search(r"llm:mock", json.dumps(res["itp"]["predictor"]))
+
+
+def test_a_batch_reply_must_answer_every_item():
+    """The reply schema asks for one answer per item, so a grammar or strict decoding cannot
+    stop short and a short reply from any other server fails validation and is asked again."""
+    import jsonschema
+
+    from rescue_env.tasks.llm_predictor import _reply_schema
+
+    schema = _reply_schema("predictions", ["i0", "i1"], {"should_speak": {"type": "string", "enum": ["yes", "no"]}})
+    validator = jsonschema.Draft202012Validator(schema)
+    both = {"predictions": [{"id": "i0", "should_speak": "yes"}, {"id": "i1", "should_speak": "no"}]}
+    assert validator.is_valid(both)
+    assert not validator.is_valid({"predictions": both["predictions"][:1]})
+    assert not validator.is_valid({"predictions": []})
