@@ -202,7 +202,8 @@ class LLMClient:
         self.config = config or LLMConfig()
         cfg = self.config
         register_secret_env(cfg.api_key_env)  # its value is scrubbed from every error and log
-        if not os.environ.get(cfg.api_key_env) and not _is_local(cfg.base_url):
+        # the embedded server (base_url None: llm=local starts it on 127.0.0.1) needs no key
+        if not os.environ.get(cfg.api_key_env) and cfg.base_url is not None and not _is_local(cfg.base_url):
             log.warning(
                 "$%s is not set: %s will get the dummy key %r (set the variable named by llm.api_key_env "
                 "if the server needs a key)", cfg.api_key_env, cfg.base_url, DUMMY_API_KEY,

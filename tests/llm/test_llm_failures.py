@@ -188,3 +188,6 @@ def test_an_unset_key_variable_for_a_remote_server_is_warned(monkeypatch, caplog
     with caplog.at_level("WARNING", logger="rescue_env.llm"):
         LLMClient(LLMConfig(base_url="http://127.0.0.1:8000/v1", api_key_env="RESCUE_TEST_UNSET_KEY"))
     assert caplog.text == ""  # a local server (vLLM, Ollama) needs none
+    with caplog.at_level("WARNING", logger="rescue_env.llm"):
+        LLMClient(LLMConfig(base_url=None, local={}, api_key_env="RESCUE_TEST_UNSET_KEY"))
+    assert caplog.text == ""  # nor does the embedded one (llm=local)
