@@ -79,3 +79,16 @@ def test_scattered_rate_limits_do_not_pin_the_limit_down(serve, client_for):
     assert all(r.ok for r in calls(client, 160))
     report = client.concurrency.report()
     assert report["overloads"] > 0 and report["decreases"] == 0 and report["limit"] == 8
+
+
+def test_a_few_slow_replies_do_not_halve_a_round_trip_but_a_slow_majority_does():
+    import time
+
+    controller = AdaptiveConcurrency(64)
+    t0 = time.perf_counter()
+    for i in range(64):  # four replies of a round trip 3x slow (a retry burst, a busy machine)
+        controller.on_reply("turn", sent_at=t0 + i * 1e-6, latency_s=0.6 if 30 <= i < 34 else 0.2)
+    assert controller.report()["decreases"] == 0
+    for i in range(64):  # most of the next round trip 3x slow: the server queues
+        controller.on_reply("turn", sent_at=t0 + 1 + i * 1e-6, latency_s=0.2 if i % 4 == 0 else 0.6)
+    assert controller.report()["decreases"] == 1 and controller.report()["limit"] == 32
