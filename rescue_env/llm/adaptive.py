@@ -45,7 +45,7 @@ class AdaptiveConcurrency:
 
     Args:
         ceiling: the most requests in flight (``llm.max_concurrency``).
-        tolerance: smoothed latency / fastest latency above which the server is queueing.
+        tolerance: median latency of a round trip / fastest latency above which the server is queueing.
         decrease: factor applied to the limit on a decrease.
         latency_window: fewest replies whose median latency decides a decrease.
         overload_share: share of timeouts/429/503 in a window of answers that means overload.
