@@ -78,10 +78,12 @@ _OWN_BODY = re.compile(
     re.I,
 )
 _MY_KIN = re.compile(r"\b(my|your)\s+(?:own\s+)?(" + _KIN_WORDS + r"|children|kids|child|kid|parents)\b", re.I)
-_REFLEXIVE = re.compile(r"\b(himself|herself|his own|her own)\b", re.I)
+#: a reflexive or "own" possessive: the person it is said of is its gender ("her own anger")
+REFLEXIVE = re.compile(r"\b(himself|herself|his own|her own)\b", re.I)
 
 
-def _pronoun_gender(word: str) -> Gender:
+def pronoun_gender(word: str) -> Gender:
+    """The gender of a third-person possessive or reflexive ("his", "himself", "her own")."""
     return "male" if word.lower().startswith(("his", "him")) else "female"
 
 
@@ -95,7 +97,7 @@ def cast_of(dialogue: Dialogue) -> dict[str, Speaker]:
         for rec in (*row.body_posture, *row.facial_expressions, *row.self_directed_behavior):
             if rec.person in names:
                 for m in _OWN_BODY.finditer(rec.description):
-                    gender_votes[rec.person][_pronoun_gender(m.group(1))] += 1
+                    gender_votes[rec.person][pronoun_gender(m.group(1))] += 1
             elif rec.person == THERAPIST and len(row.target) == 1 and row.target[0] in names:
                 for m in _THE_KIN.finditer(rec.description):
                     gender, role = KIN[m.group(1).lower()]
@@ -105,8 +107,8 @@ def cast_of(dialogue: Dialogue) -> dict[str, Speaker]:
         for emo in row.internal_emotion:
             if emo.person not in names:
                 continue
-            for m in _REFLEXIVE.finditer(emo.emotion_description):
-                gender_votes[emo.person][_pronoun_gender(m.group(1))] += 1
+            for m in REFLEXIVE.finditer(emo.emotion_description):
+                gender_votes[emo.person][pronoun_gender(m.group(1))] += 1
             for m in _OWN_KIN.finditer(emo.emotion_description):
                 if m.group(1).lower() in OFFSPRING:
                     role_votes[emo.person].add("parent")

@@ -57,7 +57,7 @@ import numpy as np
 
 from rescue_env.data.schema import THERAPIST, Dialogue
 from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST
-from rescue_env.dynamics.speakers import KIN, OFFSPRING, UNKNOWN, Speaker, cast_of
+from rescue_env.dynamics.speakers import KIN, OFFSPRING, REFLEXIVE, UNKNOWN, Speaker, cast_of, pronoun_gender
 from rescue_env.state import negativity_weight, valence
 
 _FALLBACK_NEGATIVE = [
@@ -160,13 +160,8 @@ _YOUR_SPOUSE = re.compile(r"\byour\s+(husband|wife|boyfriend|girlfriend)\b", re.
 _VOCATIVE = re.compile(r"(?:^|[.!?]\s+|,\s*)(mum|mom|mummy|mommy|mama|dad|daddy)\s*(?:[,.!?]|$)", re.I)
 _I_AM_PARENT = re.compile(r"\b(?:i'?m|i am|as)\s+(?:his|her|your|their|a)\s+(" + _PARENT_WORDS + r"|husband|wife)\b", re.I)
 _POSS_KIN = re.compile(r"\b(his|her)\s+(?:own\s+)?(" + _OFFSPRING + r"|husband|wife|boyfriend|girlfriend)\b", re.I)
-_REFLEXIVE = re.compile(r"\b(himself|herself|his own|her own)\b", re.I)
 _HE = re.compile(r"\b(he|him|his|himself|he's|he'd|he'll)\b", re.I)
 _SHE = re.compile(r"\b(she|her|hers|herself|she's|she'd|she'll)\b", re.I)
-
-
-def _male(word: str) -> bool:
-    return word.lower().startswith(("he", "hi"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,9 +210,9 @@ class Kinship:
             if he != she:
                 partner.add("male" if he else "female")
         elif kind == "feeling":
-            genders = {("male" if _male(m.group(1)) else "female") for m in _REFLEXIVE.finditer(text)}
+            genders = {pronoun_gender(m.group(1)) for m in REFLEXIVE.finditer(text)}
             for m in _POSS_KIN.finditer(text):
-                genders.add("male" if _male(m.group(1)) else "female")  # "his son": his = the feeler
+                genders.add(pronoun_gender(m.group(1)))  # "his son": his = the feeler
                 word = m.group(2).lower()
                 req["speaker_not_child"] = True
                 if word in _SPOUSE:

@@ -143,3 +143,14 @@ def test_recorded_episodes_of_the_bundled_data_fit_their_speakers(scenario):
             assert not any(n in r.dialogue_cleaned.split() for n in others), r.dialogue_cleaned
             if r.primary_speaker != THERAPIST and cast[r.primary_speaker].role == "child":
                 assert "my son" not in r.dialogue_cleaned.lower() and "my daughter" not in r.dialogue_cleaned.lower()
+
+
+def test_a_feeling_told_with_her_own_or_herself_goes_to_a_woman_and_his_own_to_a_man():
+    from rescue_env.dynamics.speakers import Speaker
+    from rescue_env.dynamics.text import Kinship, line_fits
+
+    woman, man = Speaker("Ana", "partner", "female"), Speaker("Ben", "partner", "male")
+    for text, fits in (("angry with herself", woman), ("lost in her own worry", woman), ("blames himself", man), ("his own shame", man)):
+        kin = Kinship.of(text, "feeling")
+        other = man if fits is woman else woman
+        assert line_fits(kin, fits, None, None) and not line_fits(kin, other, None, None), text
