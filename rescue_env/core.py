@@ -86,7 +86,6 @@ N_PARAMS = 27
 # three multipliers (neutral 1), the baseline offset (neutral 0), then TR[e, i, TR_WARMTH + j]
 # the warmth of the dyad i→j (neutral 0; the row has ``cap`` of them)
 TR_REACTIVITY, TR_VOLATILITY, TR_SUSCEPTIBILITY, TR_BASELINE, TR_WARMTH = range(5)
-N_TRAITS = 4
 #: behaviour codes of a client slot (``BT``): the model decides, or the slot is silent
 FREE, SILENT = -2, -1
 #: addressee codes (as :data:`rescue_env.dynamics.base.TO_THERAPIST` / ``TO_GROUP``)

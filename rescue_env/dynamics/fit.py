@@ -303,8 +303,7 @@ def fit_random_offsets(x: np.ndarray, k: np.ndarray, covariate: np.ndarray, grou
     x, k, cv = (np.asarray(a, dtype=float) for a in (x, k, covariate))
     if x.size == 0:
         return {"tau": prior_tau, "sigma": prior_sigma, "mu": 0.0, "beta": 0.0, "groups": 0, "observations": 0, "converged": True}
-    names = sorted(set(group))
-    gi = np.array([names.index(g) for g in group]) if len(names) < 2000 else np.unique(group, return_inverse=True)[1]
+    names, gi = np.unique(np.asarray(group), return_inverse=True)
     n_g = len(names)
     K = np.bincount(gi, k, minlength=n_g)
     cv_c = cv - float(np.mean(cv))
