@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rescue_env.data.errors import DataValidationError
+from rescue_env.llm.local_server import LocalServerError
 from rescue_env.secrets import install_log_scrubber, scrub
 
 EXIT_OK = 0
@@ -44,7 +45,8 @@ class ConfigError(UserError):
 
 
 #: Exceptions reported as user errors (exit 2) without a traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, DataValidationError)
+# (the embedded LLM server's: not installed, no model file, it would not start)
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, DataValidationError, LocalServerError)
 
 # The worst outcome recorded by the jobs of this process (a sweep runs several): the
 # ``rescue`` entry point returns it once Hydra is done.

@@ -113,3 +113,10 @@ def test_one_short_real_model_episode(tmp_path):
         assert stats["completion_tokens"] < 512 * stats["calls"], "each role asks for its own budget"
     episode = json.loads((run_dir / "episodes.jsonl").read_text().splitlines()[0])
     assert not episode.get("failed") and len(episode["trace"]) >= 1
+
+
+def test_a_missing_model_file_stops_the_command_with_one_line(tmp_path):
+    run = invoke(["rollout", "dynamics=llm", "agent=llm", "llm=local", "episodes=1", f"llm.local.model_path={tmp_path / 'none.gguf'}",
+                  f"hydra.run.dir={tmp_path / 'run'}", "report=false"])  # fmt: skip
+    assert run.rc == 2, run.err[-2000:]
+    assert "rescue rollout: error:" in run.err and "Traceback" not in run.err
