@@ -2,19 +2,23 @@
 
 Everything numeric is here, once, compiled with numba and batched over sessions:
 
-* the calibrated client model's transition (:func:`_transition`; its seven parts are stated
-  in :mod:`rescue_env.dynamics.calibrated`): therapist effect, bucket effect, client turns,
-  ripple, stance drift and noise, pattern transition, turn-taking;
-* the bookkeeping of a step (untended counters, streak, rows) and the episode book: σ* and
-  its weighted components (:mod:`rescue_env.reward`), discounted return, peaks, untended
-  turns, settling, termination and truncation (:func:`_finish`);
+* the calibrated client model's transition (:func:`_transition`), one helper per part of the
+  model stated in :mod:`rescue_env.dynamics.calibrated`: therapist effect, bucket effect,
+  client turns, ripple, stance drift and noise, pattern transition, bookkeeping;
+* σ* and the episode book (:func:`_sigma_star`, the reward of :mod:`rescue_env.reward`):
+  discounted return, weighted components, peaks, settling, termination and truncation;
 * the client population (per-client traits drawn at each reset, :func:`_draw_traits`) and
-  the observation model (the distress the policy sees is a noisy reading of latent distress);
-* the flat observation (:func:`_observe`, gymnasium's ``flatten`` layout of the envs'
-  ``Dict`` observation) and the action masks (a table per group size);
+  the observation model (the distress the policy sees is a noisy reading of latent distress,
+  :func:`_observe`; the flat layout is gymnasium's ``flatten`` of the envs' ``Dict``
+  observation) and the action masks (a table per group size);
 * resets from start states computed once per seed dialogue and cut row when the data is
-  loaded (:class:`StartTable`): a reset copies a row of the table, it never replays
-  annotated rows.
+  loaded (:class:`StartTable`): a fresh episode (:func:`_begin`, for a reset and for a state
+  put in with :meth:`Core.load` alike) copies a row of the table, it never replays rows.
+
+The numbers live in named structures (:class:`State`, :class:`Tables`, :class:`Starts`,
+:class:`Final`: ``NamedTuple`` s of arrays, row ``e`` of each per-session array is session
+``e``; groups padded to the cap). The kernels read them by name (``S.distress[e]``). One
+compiled entry point (:func:`_kernel`) runs every task, so numba compiles each helper once.
 
 Randomness is counter-based: every draw is a hash (splitmix64) of the session's episode key,
 the step number and the draw's index, so a session's episode depends on its key only —
@@ -23,27 +27,20 @@ from the env's seeded generator at ``reset(seed=...)``; the next episode's key (
 without a seed, or an auto-reset) is the hash of the previous one. Normals are Box–Muller
 pairs of such uniforms.
 
-The envs (:mod:`rescue_env.envs`) are thin adapters: the Gymnasium env is a core with
-N = 1, the vector envs a core with N sessions, the PettingZoo env N = 1 with client agents'
-behaviours. LLM client dynamics run :meth:`Core.transition` (who speaks, the calibrated
-drift of the silent members, the pattern draw), overwrite the speakers' distress and
-stances (and the pattern) with :meth:`Core.set_state`, then :meth:`Core.finish`.
-
-Array layout (row ``e`` is session ``e``; groups padded to the cap ``C``):
-``D[e, :n]`` distress and ``G[e, :n, :n]`` stances (float64, padding 0); ``I[e]`` integers by
-the ``I_*`` columns; ``F[e]`` floats by the ``F_*`` columns; ``UNT[e, :n]`` steps since
-each member was addressed; ``TURNS[e, :n]`` untended turns of the episode; ``KEY[e]`` the
-episode key; ``TR[e, :n, ·]`` the clients' latent traits (reactivity, volatility, contagion
-susceptibility, baseline offset, then the warmth of each dyad ``TR[e, i, TR_WARMTH + j]``;
-drawn at reset from the key, see :mod:`rescue_env.dynamics.calibrated`); the
-last step's client turns in ``TS/TT/TA[e, :I[e, I_NTURNS]]`` (speaker slot,
-utterance type, addressee).
+The envs (:mod:`rescue_env.envs`) are thin adapters over :class:`Core`'s public methods: the
+Gymnasium env is a core with N = 1, the vector envs a core with N sessions, the PettingZoo
+env N = 1 with client agents' behaviours (:meth:`Core.set_behaviours`). LLM client dynamics
+run :meth:`Core.transition` (who speaks, the calibrated drift of the silent members, the
+pattern draw), overwrite the speakers' distress and stances (and the pattern) with
+:meth:`Core.set_state`, then :meth:`Core.finish`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+import sys
+import threading
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 from numba import njit
@@ -55,25 +52,145 @@ from rescue_env.state import GroupState, StateTracker
 from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES
 
-# I[e, ·]
-(
-    I_N, I_PATTERN, I_T, I_STREAK, I_INTERVENTIONS, I_ROW, I_INVALID, I_SETTLED,
-    I_LAST_SPEAKER, I_LAST_STRATEGY, I_LAST_TARGET, I_START, I_NTURNS, I_INTERVENED, I_STEP_INVALID, I_DONE,
-) = range(16)  # fmt: skip
-N_INT = 16
-#: ``I_LAST_*`` value: unchanged since the start state (the seed rows' value holds)
+
+class _CompileNotice:
+    """Says on stderr, once per process, that numba is compiling, when a block it guards takes
+    longer than a warm cache would (a fresh install's first run)."""
+
+    AFTER_S = 2.0
+    printed = False
+
+    def __enter__(self) -> _CompileNotice:
+        self._timer = threading.Timer(self.AFTER_S, self._say)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._timer.cancel()
+
+    @classmethod
+    def _say(cls) -> None:
+        if not cls.printed:
+            cls.printed = True
+            print("rescue_env: compiling the simulator (first run only, ~15 s; cached after)", file=sys.stderr, flush=True)
+
+
+_import_notice = _CompileNotice().__enter__()
+
+
+class State(NamedTuple):
+    """The live state of N sessions (row ``e``: session ``e``; ``cap``: the group-size cap)."""
+
+    # the group
+    n: np.ndarray  #: int64[N] members
+    distress: np.ndarray  #: float64[N, cap] latent distress (padding 0)
+    stance: np.ndarray  #: float64[N, cap, cap] stance of i toward j (diagonal and padding 0)
+    pattern: np.ndarray  #: int64[N] pattern index (``n_patterns``: no clear pattern)
+    untended: np.ndarray  #: int64[N, cap] steps since each member was addressed
+    traits: np.ndarray  #: float64[N, cap, TR_WARMTH + cap] latent traits (``TR_*``), drawn at reset
+    key: np.ndarray  #: uint64[N] episode key
+    # the episode
+    t: np.ndarray  #: int64[N] steps played
+    streak: np.ndarray  #: int64[N] the therapist's consecutive interventions
+    interventions: np.ndarray  #: int64[N]
+    invalid: np.ndarray  #: int64[N] masked actions played (as listening)
+    settled: np.ndarray  #: int64[N] consecutive steps below the settle threshold
+    row: np.ndarray  #: int64[N] transcript row count
+    start: np.ndarray  #: int64[N] start-table row of the episode
+    last_speaker: np.ndarray  #: int64[N] slot, or KEEP
+    last_strategy: np.ndarray  #: int64[N] strategy, or KEEP
+    last_target: np.ndarray  #: int64[N] target option, or KEEP
+    untended_turns: np.ndarray  #: int64[N, cap] steps each member went unaddressed
+    sigma_return: np.ndarray  #: float64[N] discounted σ* return
+    discount: np.ndarray  #: float64[N] gamma ** t
+    sigma: np.ndarray  #: float64[N, 4] episode sums of the weighted components (``COMPONENTS``)
+    peak: np.ndarray  #: float64[N] worst-off distress seen
+    # the last step
+    n_turns: np.ndarray  #: int64[N] client turns
+    turn_slot: np.ndarray  #: int64[N, cap + 2] speaker of each turn
+    turn_type: np.ndarray  #: int64[N, cap + 2] utterance type
+    turn_addressee: np.ndarray  #: int64[N, cap + 2] addressee (slot, TO_THERAPIST, TO_GROUP)
+    intervened: np.ndarray  #: bool[N]
+    step_invalid: np.ndarray  #: bool[N] the action was masked (played as listening)
+    step_sigma: np.ndarray  #: float64[N, 4] the weighted components (they sum to the reward)
+    behaviour_type: np.ndarray  #: int64[N, cap] client agents' turns: FREE, SILENT or a type
+    behaviour_addressee: np.ndarray  #: int64[N, cap]
+    # what the adapters hand out
+    obs: np.ndarray  #: float32[N, obs_dim] flat observation
+    rewards: np.ndarray  #: float64[N]
+    terminated: np.ndarray  #: bool[N]
+    truncated: np.ndarray  #: bool[N]
+
+
+class Final(NamedTuple):
+    """What :meth:`Core.stats` reads of the episodes that ended in a SAME_STEP call (their
+    sessions have already restarted); same names as in :class:`State`."""
+
+    obs: np.ndarray
+    n: np.ndarray
+    t: np.ndarray
+    start: np.ndarray
+    interventions: np.ndarray
+    invalid: np.ndarray
+    sigma_return: np.ndarray
+    sigma: np.ndarray
+    peak: np.ndarray
+    untended_turns: np.ndarray
+    distress: np.ndarray
+
+
+class Tables(NamedTuple):
+    """The model: action decoding, the calibrated parameters' tables, scalar settings."""
+
+    act_intervene: np.ndarray  #: bool[A]
+    act_target: np.ndarray  #: int64[A]
+    act_strategy: np.ndarray  #: int64[A]
+    target_slots: np.ndarray  #: bool[cap + 1, T, cap] slots of a target by group size
+    target_valid: np.ndarray  #: bool[cap + 1, T]
+    params: np.ndarray  #: float64[N_PARAMS] scalars by the ``P_*`` names (changed live)
+    effect: np.ndarray
+    effect_sd: np.ndarray
+    soften: np.ndarray
+    pressure: np.ndarray
+    second_turn: np.ndarray
+    cum_utterance: np.ndarray  #: cumulative ``utterance`` per pattern
+    utterance_kind: np.ndarray  #: _KIND_NEGATIVE / _KIND_POSITIVE / 0 per utterance type
+    utterance_effect: np.ndarray
+    harden: np.ndarray
+    cum_transition: np.ndarray  #: cumulative ``transition`` per (move row, pattern)
+    fatigue_pow: np.ndarray  #: fatigue ** streak
+
+
+class Starts(NamedTuple):
+    """Start states (rows) and, per seed dialogue, where its rows are (:class:`StartTable`)."""
+
+    n: np.ndarray
+    distress: np.ndarray
+    stance: np.ndarray
+    pattern: np.ndarray
+    untended: np.ndarray
+    row: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+    low: np.ndarray
+
+
+class Scratch(NamedTuple):
+    """Scratch space of one transition (allocated once per kernel call)."""
+
+    addressed: np.ndarray
+    keys: np.ndarray
+    inflow: np.ndarray
+    noise: np.ndarray
+
+
+#: ``last_*`` value: unchanged since the start state (the seed rows' value holds)
 KEEP = -1
-#: ``I_DONE`` values
-RUNNING, TERMINATED, TRUNCATED = 0, 1, 2
-# F[e, ·]: episode sums, then the last step's reward and weighted components
-(
-    F_RETURN, F_DISCOUNT, F_MEAN, F_STANCE, F_MAX, F_COST, F_PEAK,
-    F_REWARD, F_STEP_MEAN, F_STEP_STANCE, F_STEP_MAX, F_STEP_COST,
-) = range(12)  # fmt: skip
-N_FLOAT = 12
-#: the reward components, in the order of the ``F_*`` sums and ``F_STEP_*`` columns
+#: the weighted σ* components, in the order of the ``sigma`` / ``step_sigma`` columns
 COMPONENTS = ("mean_distress", "stance", "max_distress", "intervention_cost")
-# P[·]: scalar parameters, reward weights and episode settings
+N_COMPONENTS = len(COMPONENTS)
+# Tables.params[·]: scalar parameters, reward weights and episode settings
 (
     P_DYAD_SHARE, P_GROUP_SHARE, P_GROWTH, P_SIDELINE, P_CONTAGION, P_D_NOISE, P_S_NOISE,
     P_SPEAK_ADDRESSED, P_SPEAK_DISTRESS, P_ANSWER, P_W_MEAN, P_BETA, P_LAM, P_COST, P_GAMMA,
@@ -82,11 +199,12 @@ COMPONENTS = ("mean_distress", "stance", "max_distress", "intervention_cost")
     P_BASELINE_SD, P_WARMTH_SD,
 ) = range(27)  # fmt: skip
 N_PARAMS = 27
-# TR[e, i, ·]: client i's latent traits, drawn at reset (see "Heterogeneous clients" above):
-# three multipliers (neutral 1), the baseline offset (neutral 0), then TR[e, i, TR_WARMTH + j]
-# the warmth of the dyad i→j (neutral 0; the row has ``cap`` of them)
+# State.traits[e, i, ·]: client i's latent traits, drawn at reset (see "Heterogeneous clients"
+# in rescue_env.dynamics.calibrated): three multipliers (neutral 1), the baseline offset
+# (neutral 0), then traits[e, i, TR_WARMTH + j] the warmth of the dyad i→j (neutral 0)
 TR_REACTIVITY, TR_VOLATILITY, TR_SUSCEPTIBILITY, TR_BASELINE, TR_WARMTH = range(5)
-#: behaviour codes of a client slot (``BT``): the model decides, or the slot is silent
+_TRAIT_NAMES = ("reactivity", "volatility", "susceptibility", "baseline")
+#: behaviour codes of a client slot (``behaviour_type``): the model decides, or the slot is silent
 FREE, SILENT = -2, -1
 #: addressee codes (as :data:`rescue_env.dynamics.base.TO_THERAPIST` / ``TO_GROUP``)
 TO_THERAPIST, TO_GROUP = -1, -2
@@ -117,8 +235,11 @@ _U_WARMTH = _U_BASELINE + 2 * 8
 #: draw index of the per-step seed handed to LLM calls (:meth:`Core.step_seed`)
 _U_LLM_SEED = 1 << 20
 
+# The random-number helpers have one signature each: numba would otherwise compile them again
+# for every literal draw index they are called with.
 
-@njit(cache=True)
+
+@njit("uint64(uint64)", cache=True)
 def mix64(z):
     """splitmix64's finaliser: a bijective hash of a 64-bit word."""
     z = z + _GOLDEN
@@ -127,18 +248,18 @@ def mix64(z):
     return z ^ (z >> _S31)
 
 
-@njit(cache=True)
+@njit("uint64(uint64, int64, int64)", cache=True)
 def _bits(key, step, draw):
     return mix64(key ^ mix64(np.uint64(step) * _STEP_MUL + np.uint64(draw)))
 
 
-@njit(cache=True)
+@njit("float64(uint64, int64, int64)", cache=True)
 def _uniform(key, step, draw):
     """A uniform in (0, 1] from (key, step, draw)."""
     return float((_bits(key, step, draw) >> _S11) + _ONE) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True, inline="always")
+@njit("float64(uint64, int64, int64)", cache=True)
 def _normal(key, step, draw):
     """One standard normal from the counter uniforms ``draw`` and ``draw + 1``."""
     u1 = _uniform(key, step, draw)
@@ -146,7 +267,7 @@ def _normal(key, step, draw):
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@njit(cache=True, inline="always")
+@njit("void(uint64, int64, int64, float64[::1])", cache=True)
 def _normals(key, step, count, out):
     """The step's first ``count`` standard normals into ``out`` (Box–Muller: each pair of
     counter uniforms gives two)."""
@@ -159,13 +280,13 @@ def _normals(key, step, count, out):
             out[k + 1] = r * math.sin(2.0 * math.pi * u2)
 
 
-@njit(cache=True)
+@njit("uint64(uint64)", cache=True)
 def next_key(key):
     """The key of the episode after the one keyed ``key``."""
     return mix64(key ^ _NEXT_SALT)
 
 
-@njit(cache=True)
+@njit("int64(float64[::1], float64)", cache=True)
 def _bisect_right(a, x):
     lo, hi = 0, a.shape[0]
     while lo < hi:
@@ -177,25 +298,23 @@ def _bisect_right(a, x):
     return lo
 
 
-@njit(cache=True, inline="always")
-def _transition(e, action, S, T, W):
-    """The calibrated model moves session ``e`` one step under the therapist's flat action:
-    distress, stances, pattern, the step's client turns, and the step's bookkeeping.
-    ``W`` is scratch space (:func:`_scratch`)."""
-    D, G, I, F, UNT, TURNS, KEY, TS, TT, TA, BT, BA = S[:12]
-    TR = S[17]
-    (act_intervene, act_target, act_strategy, target_slots, target_valid, P, effect, soften, pressure,
-     second_turn, cum_utterance, utterance_kind, utterance_effect, harden, cum_transition, fatigue_pow, effect_sd) = T  # fmt: skip
-    cap = D.shape[1]
-    n = I[e, I_N]
-    p = I[e, I_PATTERN]
-    d = D[e]
-    g = G[e]
-    key = KEY[e]
-    step = I[e, I_T]
-    n_utterance = cum_utterance.shape[1]
-    none = cum_transition.shape[1] - 1
-    # -- decode: a target naming an absent member is played as listening, and flagged
+@njit("float64(float64, float64, float64)", cache=True)
+def _clip(x, lo, hi):
+    """``x`` clipped to [lo, hi] (NaN passes through, as numpy's clip)."""
+    return lo if x < lo else (hi if x > hi else x)
+
+
+# -- the transition, part by part (rescue_env.dynamics.calibrated states each) ----------------
+# Each part is compiled once, on its own, and takes the rows it reads and writes (session e's
+# distress ``d``, stances ``g``, traits ``tr``…): what a part touches is in its signature, and
+# numba neither re-compiles it per caller nor copies its code into each caller.
+
+
+@njit(cache=True)
+def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed):
+    """The therapist's flat action for a group of ``n``: ``(intervene, invalid, strategy,
+    target, members addressed)``; ``addressed`` marks the slots. A target naming an absent
+    member is played as listening, and flagged ``invalid``."""
     intervene = False
     invalid = False
     s = -1
@@ -207,160 +326,224 @@ def _transition(e, action, S, T, W):
             s = act_strategy[action]
         else:
             invalid = True
-    addressed, keys, inflow, noise = W
     k = 0
-    for i in range(cap):
+    for i in range(addressed.shape[0]):
         addressed[i] = intervene and i < n and target_slots[n, target, i]
         if addressed[i]:
             k += 1
-    streak = I[e, I_STREAK]
-    mult = fatigue_pow[min(streak, fatigue_pow.shape[0] - 1)] if intervene else 0.0
-    # -- 1. therapist effect (spread over several people, fading when the therapist keeps talking)
-    if intervene:
-        share = 1.0 if k == 1 else (P[P_GROUP_SHARE] if k >= n else P[P_DYAD_SHARE])
-        worst = 0
-        for i in range(1, n):
-            if d[i] > d[worst]:
-                worst = i
-        scale = mult * share
-        sd = effect_sd[p, s]
-        soft = soften[s] * scale
-        for i in range(n):
-            if addressed[i]:
-                # this move's effect on this client: the (pattern, strategy) cell's mean, spread
-                # over the people addressed, and its own per-person spread, fading with the
-                # streak like the mean; times the client's reactivity (sign included)
-                eff = effect[p, s] * scale + (sd * mult * _normal(key, step, _U_EFFECT + 2 * i) if sd > 0.0 else 0.0)
-                d[i] += eff * TR[e, i, TR_REACTIVITY]
-                for j in range(n):
-                    g[i, j] += soft * (1.0 - g[i, j])
-        if not addressed[worst]:
-            d[worst] += P[P_SIDELINE]  # the most distressed member feels sidelined
-    # -- 2. bucket effect: untended distress feeds on itself; the pattern presses on everyone
-    grow = 1.0 + P[P_GROWTH]
-    push = pressure[p]
+    return intervene, invalid, s, target, k
+
+
+@njit(cache=True)
+def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, key, step):
+    """1. The move's effect (``effect`` mean and ``sd`` spread of its (pattern, strategy)
+    cell), spread over the ``k`` people addressed and fading with the streak (``mult``), times
+    each client's reactivity; their stances soften; the most distressed member, if not
+    addressed, feels sidelined."""
+    share = 1.0 if k == 1 else (P[P_GROUP_SHARE] if k >= n else P[P_DYAD_SHARE])
+    worst = 0
+    for i in range(1, n):
+        if d[i] > d[worst]:
+            worst = i
+    scale = mult * share
+    soft = soften * scale
+    for i in range(n):
+        if addressed[i]:
+            # the cell's mean, spread over the people addressed, and its own per-person
+            # spread, fading with the streak like the mean (one person's response: no share)
+            eff = effect * scale + (sd * mult * _normal(key, step, _U_EFFECT + 2 * i) if sd > 0.0 else 0.0)
+            d[i] += eff * tr[i, TR_REACTIVITY]
+            for j in range(n):
+                g[i, j] += soft * (1.0 - g[i, j])
+    if not addressed[worst]:
+        d[worst] += P[P_SIDELINE]
+
+
+@njit(cache=True)
+def _bucket(d, addressed, n, grow, push):
+    """2. Untended distress feeds on itself (``grow``); the pattern presses on everyone."""
     for i in range(n):
         d[i] = (d[i] if addressed[i] else d[i] * grow) + push
-    # -- 3. client turns: who speaks (Gumbel-max over being addressed and distress), what
-    # kind of utterance, to whom; all chosen before any takes effect
-    n_model = 2 if (n > 1 and _uniform(key, step, _U_SECOND) < second_turn[p]) else 1
+
+
+@njit("int64(float64[:, ::1], int64, int64, int64, boolean, float64, float64)", cache=True)
+def _addressee(g, n, slot, kind, addressed_slot, answer_u, p_answer):
+    """Whom ``slot``'s utterance of ``kind`` goes to: the therapist, or the member they regard
+    worst (accusations, defences, withdrawals), best (repair, validation) or most neutrally
+    (small talk)."""
+    if n <= 1 or (addressed_slot and answer_u < p_answer):
+        return TO_THERAPIST
+    pick = -1
+    for j in range(n):
+        if j == slot:
+            continue
+        if pick < 0:
+            pick = j
+        elif kind == _KIND_NEGATIVE:
+            if g[slot, j] < g[slot, pick]:
+                pick = j
+        elif kind == _KIND_POSITIVE:
+            if g[slot, j] > g[slot, pick]:
+                pick = j
+        elif abs(g[slot, j]) < abs(g[slot, pick]):
+            pick = j
+    return pick if (kind != 0 or not addressed_slot) else TO_THERAPIST
+
+
+@njit(cache=True)
+def _choose_turns(d, g, addressed, keys, n, key, step, P, second_turn, cum_u, kinds, b_type, b_addressee, turn_slot, turn_type, turn_addressee):
+    """3a. The step's client turns, all chosen before any takes effect: client agents' turns
+    first (``b_type``/``b_addressee``, slot order), then one or two (``second_turn``) the model
+    draws: who by Gumbel-max over being addressed and distress, the type from the pattern's
+    utterance mix ``cum_u``, then the addressee. Written to ``turn_*``; returns the count."""
+    n_model = 2 if (n > 1 and _uniform(key, step, _U_SECOND) < second_turn) else 1
     for i in range(n):
-        keys[i] = P[P_SPEAK_ADDRESSED] * (1.0 if addressed[i] else 0.0) + P[P_SPEAK_DISTRESS] * d[i] - math.log(
-            -math.log(min(_uniform(key, step, _U_SPEAKER + i), 1.0 - 1e-16))
-        )
+        gumbel = -math.log(-math.log(min(_uniform(key, step, _U_SPEAKER + i), 1.0 - 1e-16)))
+        keys[i] = P[P_SPEAK_ADDRESSED] * (1.0 if addressed[i] else 0.0) + P[P_SPEAK_DISTRESS] * d[i] + gumbel
     answer_u = _uniform(key, step, _U_ANSWER)
     n_turns = 0
-    # slots the client agents drive speak first, in slot order (PettingZoo view)
     for i in range(n):
-        if BT[e, i] >= 0:
-            TS[e, n_turns] = i
-            TT[e, n_turns] = BT[e, i]
-            TA[e, n_turns] = BA[e, i]
+        if b_type[i] >= 0:
+            turn_slot[n_turns], turn_type[n_turns], turn_addressee[n_turns] = i, b_type[i], b_addressee[i]
             n_turns += 1
+    last = cum_u.shape[0] - 1
     first = -1
     for t_k in range(n_model):
         best = -1
         for i in range(n):  # the highest key; the lowest slot on ties
-            if i == first:
-                continue
-            if best < 0 or keys[i] > keys[best]:
+            if i != first and (best < 0 or keys[i] > keys[best]):
                 best = i
         first = best
-        slot = best
-        if BT[e, slot] != FREE:  # a client agent decides this slot (speaks above, or is silent)
+        if b_type[best] != FREE:  # a client agent decides this slot
             continue
-        cum_u = cum_utterance[p]
-        utype = min(_bisect_right(cum_u, _uniform(key, step, _U_TYPE + t_k) * cum_u[n_utterance - 1]), n_utterance - 1)
-        addressee = TO_THERAPIST
-        if n > 1 and not (addressed[slot] and answer_u < P[P_ANSWER]):
-            kind = utterance_kind[utype]
-            pick = -1
-            for j in range(n):
-                if j == slot:
-                    continue
-                if pick < 0:
-                    pick = j
-                elif kind == _KIND_NEGATIVE:  # accusations, defences, withdrawals: the worst-regarded
-                    if g[slot, j] < g[slot, pick]:
-                        pick = j
-                elif kind == _KIND_POSITIVE:  # repair, validation: the best-regarded
-                    if g[slot, j] > g[slot, pick]:
-                        pick = j
-                elif abs(g[slot, j]) < abs(g[slot, pick]):  # small talk: the most neutral
-                    pick = j
-            if kind != 0 or not addressed[slot]:
-                addressee = pick
-        TS[e, n_turns] = slot
-        TT[e, n_turns] = utype
-        TA[e, n_turns] = addressee
+        utype = min(_bisect_right(cum_u, _uniform(key, step, _U_TYPE + t_k) * cum_u[last]), last)
+        turn_slot[n_turns], turn_type[n_turns] = best, utype
+        turn_addressee[n_turns] = _addressee(g, n, best, kinds[utype], addressed[best], answer_u, P[P_ANSWER])
         n_turns += 1
+    return n_turns
+
+
+@njit(cache=True)
+def _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, utterance_effect):
+    """3b. What is said moves the addressee's distress and stance toward the speaker (the
+    whole group at half strength)."""
     for t_k in range(n_turns):
-        slot = TS[e, t_k]
-        addressee = TA[e, t_k]
-        dd = utterance_effect[TT[e, t_k], 0]
-        dg = utterance_effect[TT[e, t_k], 1]
+        slot = turn_slot[t_k]
+        addressee = turn_addressee[t_k]
+        dd = utterance_effect[turn_type[t_k], 0]
+        dg = utterance_effect[turn_type[t_k], 1]
         if addressee >= 0 and addressee != slot:
             d[addressee] += dd
             g[addressee, slot] += dg
-        elif addressee == TO_GROUP:  # the whole group hears it, at half strength
+        elif addressee == TO_GROUP:
             for j in range(n):
                 if j != slot:
                     d[j] += 0.5 * dd
                     g[j, slot] += 0.5 * dg
-    # -- 4. ripple: distress flows from more to less distressed members along hostile edges
-    if n > 1:
-        c = P[P_CONTAGION] / (n - 1)
-        for i in range(n):
-            inflow[i] = 0.0
-            for j in range(n):
-                if j != i and d[j] > d[i]:
-                    hostility = -0.5 * (g[i, j] + g[j, i])
-                    if hostility > 0:
-                        inflow[i] += hostility * (d[j] - d[i])
-        for i in range(n):
-            d[i] += c * inflow[i] * TR[e, i, TR_SUSCEPTIBILITY]
-    # -- 5. stances harden (or warm) with the pattern; noise; clipping
-    h = harden[p]
-    toward, rate = (-1.0, h) if h >= 0 else (1.0, -h)
+
+
+@njit(cache=True)
+def _ripple(d, g, tr, n, contagion, inflow):
+    """4. Distress flows from more to less distressed members along hostile edges."""
+    if n <= 1:
+        return
+    c = contagion / (n - 1)
+    for i in range(n):
+        inflow[i] = 0.0
+        for j in range(n):
+            if j != i and d[j] > d[i]:
+                hostility = -0.5 * (g[i, j] + g[j, i])
+                if hostility > 0:
+                    inflow[i] += hostility * (d[j] - d[i])
+    for i in range(n):
+        d[i] += c * inflow[i] * tr[i, TR_SUSCEPTIBILITY]
+
+
+@njit(cache=True)
+def _stance_drift(d, g, tr, n, harden, d_noise, s_noise, key, step, noise):
+    """5. Stances harden (or warm) with the pattern (``harden``) and drift by the dyad's
+    warmth; noise on distress and stances; both clipped to their ranges."""
+    toward, rate = (-1.0, harden) if harden >= 0 else (1.0, -harden)
     _normals(key, step, n + n * n, noise)
     for i in range(n):
-        x = d[i] + P[P_D_NOISE] * TR[e, i, TR_VOLATILITY] * noise[i]
-        d[i] = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
+        d[i] = _clip(d[i] + d_noise * tr[i, TR_VOLATILITY] * noise[i], 0.0, 1.0)
         for j in range(n):
             if j == i:
                 g[i, j] = 0.0
                 continue
-            # the pattern's pull, the dyad's own warmth (i→j; 0 for the mean dyad), noise
-            y = g[i, j] + rate * (toward - g[i, j]) + TR[e, i, TR_WARMTH + j] + P[P_S_NOISE] * noise[n + i * n + j]
-            g[i, j] = -1.0 if y < -1.0 else (1.0 if y > 1.0 else y)
-    # -- 6. pattern: the move's pull on the transition fades with fatigue, like its effect
+            y = g[i, j] + rate * (toward - g[i, j]) + tr[i, TR_WARMTH + j] + s_noise * noise[n + i * n + j]
+            g[i, j] = _clip(y, -1.0, 1.0)
+
+
+@njit(cache=True)
+def _next_pattern(cum_transition, intervene, s, mult, p, key, step):
+    """6. The next pattern: the move's row of the transition with probability ``mult``
+    (fading with fatigue, like its effect), else the listening row."""
     row = 1 + s if (intervene and _uniform(key, step, _U_PULL) < mult) else 0
     cum = cum_transition[row, p]
-    I[e, I_PATTERN] = min(_bisect_right(cum, _uniform(key, step, _U_PATTERN) * cum[none]), none)
-    # -- 7. bookkeeping of the step
+    none = cum.shape[0] - 1
+    return min(_bisect_right(cum, _uniform(key, step, _U_PATTERN) * cum[none]), none)
+
+
+@njit(cache=True)
+def _untended(untended, untended_turns, addressed, n):
+    """7a. Steps since each member was addressed; steps each went unaddressed."""
     for i in range(n):
-        UNT[e, i] = 0 if addressed[i] else UNT[e, i] + 1
+        untended[i] = 0 if addressed[i] else untended[i] + 1
         if not addressed[i]:
-            TURNS[e, i] += 1
-    if intervene:
-        I[e, I_LAST_STRATEGY] = s
-        I[e, I_LAST_TARGET] = target
-        I[e, I_STREAK] = streak + 1
-        I[e, I_INTERVENTIONS] += 1
-    else:
-        I[e, I_STREAK] = 0
-    if n_turns:
-        I[e, I_LAST_SPEAKER] = TS[e, n_turns - 1]
-    I[e, I_NTURNS] = n_turns
-    I[e, I_INTERVENED] = 1 if intervene else 0
-    I[e, I_STEP_INVALID] = 1 if invalid else 0
-    if invalid:
-        I[e, I_INVALID] += 1
-    I[e, I_ROW] += (1 if intervene else 0) + n_turns
-    I[e, I_T] = step + 1
+            untended_turns[i] += 1
 
 
 @njit(cache=True, inline="always")
+def _book_step(e, S, intervene, invalid, s, target, n_turns):
+    """7b. Bookkeeping: the streak, the last move and speaker, the step's flags, rows, clock."""
+    if intervene:
+        S.last_strategy[e] = s
+        S.last_target[e] = target
+        S.streak[e] += 1
+        S.interventions[e] += 1
+    else:
+        S.streak[e] = 0
+    if n_turns:
+        S.last_speaker[e] = S.turn_slot[e, n_turns - 1]
+    S.n_turns[e] = n_turns
+    S.intervened[e] = intervene
+    S.step_invalid[e] = invalid
+    if invalid:
+        S.invalid[e] += 1
+    S.row[e] += (1 if intervene else 0) + n_turns
+    S.t[e] += 1
+
+
+@njit(cache=True, inline="always")
+def _transition(e, action, S, T, W):
+    """The calibrated model moves session ``e`` one step under the therapist's flat action:
+    distress, stances, pattern, the step's client turns, and the step's bookkeeping."""
+    P = T.params
+    n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
+    d, g, tr, addressed = S.distress[e], S.stance[e], S.traits[e], W.addressed
+    intervene, invalid, s, target, k = _decode(action, n, T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots, addressed)
+    mult = T.fatigue_pow[min(S.streak[e], T.fatigue_pow.shape[0] - 1)] if intervene else 0.0
+    if intervene:
+        _therapist_effect(d, g, tr, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
+    _bucket(d, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
+    turn_slot, turn_type, turn_addressee = S.turn_slot[e], S.turn_type[e], S.turn_addressee[e]
+    n_turns = _choose_turns(
+        d, g, addressed, W.keys, n, key, step, P, T.second_turn[p], T.cum_utterance[p], T.utterance_kind,
+        S.behaviour_type[e], S.behaviour_addressee[e], turn_slot, turn_type, turn_addressee,
+    )  # fmt: skip
+    _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, T.utterance_effect)
+    _ripple(d, g, tr, n, P[P_CONTAGION], W.inflow)
+    _stance_drift(d, g, tr, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, W.noise)
+    S.pattern[e] = _next_pattern(T.cum_transition, intervene, s, mult, p, key, step)
+    _untended(S.untended[e], S.untended_turns[e], addressed, n)
+    _book_step(e, S, intervene, invalid, s, target, n_turns)
+
+
+# -- σ*, episode end, observation ------------------------------------------------------------
+
+
+@njit("void(float32[:, ::1], int64, float64[:, ::1], float64[:, :, ::1], int64, int64, int64, int64, int64[:, ::1], float64, int64)", cache=True)
 def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns):
     """Write row ``e``'s flat observation into ``O[e]`` from ``D[e]``, ``G[e]``, ``UNT[e]``:
     distress, pattern one-hot, present, stance, tempo, untended (gymnasium's ``flatten`` of
@@ -388,143 +571,148 @@ def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_pattern
 
 
 @njit(cache=True)
-def _scratch(cap):
-    """Scratch arrays of one transition (allocated once per kernel call, not per session)."""
-    return (np.zeros(cap, np.bool_), np.zeros(cap), np.zeros(cap), np.zeros(cap + cap * cap + 1))
+def _read_distress(obs, d, tr, n, sd, key, t):
+    """The observation model: what is seen (``obs``, the row's first ``n`` entries) is a noisy
+    reading of latent distress ``d`` (σ* uses the latent state); a volatile client's reading
+    swings more."""
+    for i in range(n):
+        obs[i] = _clip(d[i] + sd * tr[i, TR_VOLATILITY] * _normal(key, t, _U_READING + 2 * i), 0.0, 1.0)
+
+
+@njit(cache=True)
+def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, tr, reading_noise, key):
+    """Write row ``e``'s flat observation (:func:`write_observation`), its distress read with
+    ``reading_noise``. A start state (``t`` 0) is the seed dialogue's own annotation (already a
+    reading, moved by the drawn clients' baseline): it is shown as it is."""
+    write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns)
+    if reading_noise > 0.0 and t > 0:
+        _read_distress(O[e], D[e], tr, n, reading_noise, key, t)
 
 
 @njit(cache=True, inline="always")
 def _observe(e, S, P, n_patterns):
     """Write session ``e``'s flat observation into its row of ``obs``."""
-    I = S[2]
-    O = S[12]
-    write_observation(O, e, S[0], S[1], I[e, I_N], I[e, I_PATTERN], I[e, I_T], I[e, I_STREAK], S[4], P[P_HORIZON], n_patterns)
-    # the observation model: what is seen is a noisy reading of latent distress (σ* uses
-    # the latent state); a volatile client's reading swings more. A start state is the seed
-    # dialogue's own annotation (already a reading, moved by the drawn clients' baseline): it
-    # is shown as it is.
-    sd = P[P_READING_NOISE]
-    if sd > 0.0 and I[e, I_T] > 0:
-        key, step, TR = S[6][e], I[e, I_T], S[17]
-        for i in range(I[e, I_N]):
-            x = S[0][e, i] + sd * TR[e, i, TR_VOLATILITY] * _normal(key, step, _U_READING + 2 * i)
-            O[e, i] = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
+    _observe_row(
+        S.obs, e, S.distress, S.stance, S.n[e], S.pattern[e], S.t[e], S.streak[e], S.untended, P[P_HORIZON], n_patterns,
+        S.traits[e], P[P_READING_NOISE], S.key[e],
+    )  # fmt: skip
 
 
-@njit(cache=True, inline="always")
-def _finish(e, S, P, n_patterns):
-    """σ* of the state session ``e`` reached, the episode book, episode end, observation."""
-    D, G, I, F = S[0], S[1], S[2], S[3]
-    REW, TERM, TRUNC = S[13], S[14], S[15]
-    n = I[e, I_N]
-    d = D[e]
-    g = G[e]
+@njit(cache=True)
+def _sigma_star(d, g, n, intervened, P, c):
+    """σ* of a group of ``n`` in distress ``d`` and stances ``g`` (:mod:`rescue_env.reward`):
+    its weighted components into ``c`` (``COMPONENTS``), returns ``(reward, worst-off
+    distress)``."""
     total = 0.0
     max_d = d[0]
     for i in range(n):
         total += d[i]
         if d[i] > max_d:
             max_d = d[i]
-    stance_total = 0.0
+    stance_total = 0.0  # a plain left-to-right sum, as GroupState.mean_stance
     for i in range(n):
         for j in range(n):
             stance_total += g[i, j]
     mean_stance = stance_total / (n * (n - 1)) if n >= 2 else 0.0
-    c_mean = -P[P_W_MEAN] * (total / n)
-    c_stance = P[P_BETA] * mean_stance
-    c_max = -P[P_LAM] * max_d
-    c_cost = -P[P_COST] * float(I[e, I_INTERVENED])
-    reward = c_mean + c_stance + c_max + c_cost
-    F[e, F_RETURN] += F[e, F_DISCOUNT] * reward
-    F[e, F_DISCOUNT] *= P[P_GAMMA]
-    F[e, F_MEAN] += c_mean
-    F[e, F_STANCE] += c_stance
-    F[e, F_MAX] += c_max
-    F[e, F_COST] += c_cost
-    F[e, F_REWARD] = reward
-    F[e, F_STEP_MEAN] = c_mean
-    F[e, F_STEP_STANCE] = c_stance
-    F[e, F_STEP_MAX] = c_max
-    F[e, F_STEP_COST] = c_cost
-    if max_d > F[e, F_PEAK]:
-        F[e, F_PEAK] = max_d
-    settled = I[e, I_SETTLED] + 1 if max_d < P[P_SETTLE_THRESHOLD] else 0
-    I[e, I_SETTLED] = settled
-    term = P[P_TERMINATE] != 0.0 and settled >= P[P_SETTLE_STEPS]
-    trunc = (not term) and I[e, I_T] >= P[P_HORIZON]
-    TERM[e] = term
-    TRUNC[e] = trunc
-    I[e, I_DONE] = TERMINATED if term else (TRUNCATED if trunc else RUNNING)
-    REW[e] = reward
-    _observe(e, S, P, n_patterns)
+    c[0] = -P[P_W_MEAN] * (total / n)
+    c[1] = P[P_BETA] * mean_stance
+    c[2] = -P[P_LAM] * max_d
+    c[3] = -P[P_COST] * (1.0 if intervened else 0.0)
+    return c[0] + c[1] + c[2] + c[3], max_d
 
 
 @njit(cache=True, inline="always")
-def _draw_traits(e, S, P):
-    """Draw session ``e``'s clients' latent traits and dyads' warmth from its episode key
-    (reset draws, the normals' indices ``_U_TRAITS`` / ``_U_BASELINE`` / ``_U_WARMTH``; the
+def _finish(e, S, P, n_patterns):
+    """σ* of the state session ``e`` reached and the episode's book, its end, the observation."""
+    reward, max_d = _sigma_star(S.distress[e], S.stance[e], S.n[e], S.intervened[e], P, S.step_sigma[e])
+    S.rewards[e] = reward
+    S.sigma_return[e] += S.discount[e] * reward
+    S.discount[e] *= P[P_GAMMA]
+    for k in range(N_COMPONENTS):
+        S.sigma[e, k] += S.step_sigma[e, k]
+    if max_d > S.peak[e]:
+        S.peak[e] = max_d
+    settled = S.settled[e] + 1 if max_d < P[P_SETTLE_THRESHOLD] else 0
+    S.settled[e] = settled
+    term = P[P_TERMINATE] != 0.0 and settled >= P[P_SETTLE_STEPS]
+    S.terminated[e] = term
+    S.truncated[e] = (not term) and S.t[e] >= P[P_HORIZON]
+    _observe(e, S, P, n_patterns)
+
+
+# -- fresh episodes ----------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _draw_traits(tr, key, P):
+    """Draw a session's clients' latent traits and dyads' warmth into ``tr`` from its episode
+    key (reset draws, the normals' indices ``_U_TRAITS`` / ``_U_BASELINE`` / ``_U_WARMTH``; the
     dialogue and cut use draws 0 and 1). ``heterogeneity`` 0 gives every client the mean
-    client's traits (multipliers 1, baseline offset and warmth 0). The baseline offset moves a
-    reset's start distress (:func:`_begin`), not a loaded state (:meth:`Core.load`: a real
-    person's observed state already holds their baseline)."""
-    TR = S[17]
-    key = S[6][e]
+    client's traits (multipliers 1, baseline offset and warmth 0)."""
     h = P[P_HETEROGENEITY]
-    cap = TR.shape[1]
+    cap = tr.shape[0]
     for i in range(cap):
         base = _U_TRAITS + 6 * i
-        TR[e, i, TR_REACTIVITY] = 1.0 + h * P[P_REACTIVITY_SD] * _normal(key, _RESET_STEP, base)
-        TR[e, i, TR_VOLATILITY] = math.exp(h * P[P_VOLATILITY_SD] * _normal(key, _RESET_STEP, base + 2))
-        TR[e, i, TR_SUSCEPTIBILITY] = math.exp(h * P[P_SUSCEPTIBILITY_SD] * _normal(key, _RESET_STEP, base + 4))
+        tr[i, TR_REACTIVITY] = 1.0 + h * P[P_REACTIVITY_SD] * _normal(key, _RESET_STEP, base)
+        tr[i, TR_VOLATILITY] = math.exp(h * P[P_VOLATILITY_SD] * _normal(key, _RESET_STEP, base + 2))
+        tr[i, TR_SUSCEPTIBILITY] = math.exp(h * P[P_SUSCEPTIBILITY_SD] * _normal(key, _RESET_STEP, base + 4))
         sd = h * P[P_BASELINE_SD]
-        TR[e, i, TR_BASELINE] = sd * _normal(key, _RESET_STEP, _U_BASELINE + 2 * i) if sd > 0.0 else 0.0
+        tr[i, TR_BASELINE] = sd * _normal(key, _RESET_STEP, _U_BASELINE + 2 * i) if sd > 0.0 else 0.0
         sd = h * P[P_WARMTH_SD]
         for j in range(cap):
             w = 0.0
             if sd > 0.0 and j != i:
                 w = sd * _normal(key, _RESET_STEP, _U_WARMTH + 2 * (8 * i + j))
-            TR[e, i, TR_WARMTH + j] = w
+            tr[i, TR_WARMTH + j] = w
 
 
 @njit(cache=True)
-def _load_kernel(e, S, P, n_patterns):
-    """Traits and observation of a session whose state was put in by :meth:`Core.load`."""
-    _draw_traits(e, S, P)
-    _observe(e, S, P, n_patterns)
+def _copy_start(d0, g0, untended0, n, d, g, untended, untended_turns, tr, baseline):
+    """A session's rows from a start-table row (``d0``, ``g0``, ``untended0``): distress (moved by the drawn
+    clients' ``baseline`` offsets, when asked), stances, untended counters; returns the
+    worst-off distress. Element loops, not slice assignments: numba compiles each
+    array-to-slice assignment into a general broadcasting routine, seconds apiece."""
+    cap = d.shape[0]
+    for i in range(cap):
+        d[i] = d0[i]
+        untended[i] = untended0[i]
+        untended_turns[i] = 0
+        for j in range(cap):
+            g[i, j] = g0[i, j]
+    if baseline:  # the drawn client's distress sits above or below the seed person's
+        for i in range(n):
+            d[i] = _clip(d[i] + tr[i, TR_BASELINE], 0.0, 1.0)
+    peak = d[0]
+    for i in range(n):
+        if d[i] > peak:
+            peak = d[i]
+    return peak
 
 
 @njit(cache=True, inline="always")
-def _begin(e, start, S, P, ST, n_patterns):
-    """Start session ``e`` from row ``start`` of the start table (its key is already set);
-    the step outputs (reward, flags) are left to the caller."""
-    D, G, I, F, UNT, TURNS = S[0], S[1], S[2], S[3], S[4], S[5]
-    start_n, start_D, start_G, start_P, start_UNT, start_row = ST[0], ST[1], ST[2], ST[3], ST[4], ST[5]
-    n = start_n[start]
-    D[e, :] = start_D[start]
-    G[e, :, :] = start_G[start]
-    UNT[e, :] = start_UNT[start]
-    TURNS[e, :] = 0
-    I[e, :] = 0
-    I[e, I_N] = n
-    I[e, I_PATTERN] = start_P[start]
-    I[e, I_ROW] = start_row[start]
-    I[e, I_LAST_SPEAKER] = KEEP
-    I[e, I_LAST_STRATEGY] = KEEP
-    I[e, I_LAST_TARGET] = KEEP
-    I[e, I_START] = start
-    F[e, :] = 0.0
-    F[e, F_DISCOUNT] = 1.0
-    _draw_traits(e, S, P)
-    # the drawn client's baseline: their distress sits above or below the seed person's
-    TR = S[17]
-    for i in range(n):
-        x = D[e, i] + TR[e, i, TR_BASELINE]
-        D[e, i] = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
-    peak = D[e, 0]
-    for i in range(n):
-        if D[e, i] > peak:
-            peak = D[e, i]
-    F[e, F_PEAK] = peak
+def _begin(e, start, S, P, ST, n_patterns, streak, baseline):
+    """Start session ``e`` (its key already set) from row ``start`` of the start table ``ST``
+    with the therapist's ``streak``; the clients' traits are drawn from the key, and with
+    ``baseline`` their distress moves by their drawn baseline offset (a reset from a seed
+    dialogue; not a state :meth:`Core.load` put in: a real person's state already holds
+    their baseline). The step outputs (reward, flags) are left to the caller."""
+    n = ST.n[start]
+    S.n[e] = n
+    S.pattern[e] = ST.pattern[start]
+    S.row[e] = ST.row[start]
+    S.start[e] = start
+    S.streak[e] = streak
+    S.t[e] = S.interventions[e] = S.invalid[e] = S.settled[e] = S.n_turns[e] = 0
+    S.last_speaker[e] = S.last_strategy[e] = S.last_target[e] = KEEP
+    S.intervened[e] = S.step_invalid[e] = False
+    S.sigma_return[e] = 0.0
+    S.discount[e] = 1.0
+    S.sigma[e].fill(0.0)
+    S.step_sigma[e].fill(0.0)
+    _draw_traits(S.traits[e], S.key[e], P)
+    S.peak[e] = _copy_start(
+        ST.distress[start], ST.stance[start], ST.untended[start], n, S.distress[e], S.stance[e], S.untended[e], S.untended_turns[e], S.traits[e], baseline
+    )
     _observe(e, S, P, n_patterns)
 
 
@@ -532,76 +720,84 @@ def _begin(e, start, S, P, ST, n_patterns):
 def _draw_start(key, dialogue, row, ST):
     """The start-table row of a reset: the dialogue (``-1``: drawn uniformly) cut at ``row``
     (``-1``: drawn uniformly from the dialogue's ``min_prefix`` to its last row)."""
-    first, count, low = ST[6], ST[7], ST[8]
+    n_dialogues = ST.first.shape[0]
     if dialogue < 0:
-        dialogue = min(int(_uniform(key, _RESET_STEP, 0) * first.shape[0]), first.shape[0] - 1)
-    n_rows = count[dialogue] - 1
+        dialogue = min(int(_uniform(key, _RESET_STEP, 0) * n_dialogues), n_dialogues - 1)
+    n_rows = ST.count[dialogue] - 1
     if row < 0:
-        lo = low[dialogue]
+        lo = ST.low[dialogue]
         row = lo + min(int(_uniform(key, _RESET_STEP, 1) * (n_rows - lo)), n_rows - lo - 1) if n_rows > 1 else 0
-    return first[dialogue] + row
+    return ST.first[dialogue] + row
 
 
 @njit(cache=True, inline="always")
-def _restart(e, S, P, ST, n_patterns):
-    """Start the next episode of session ``e`` (key chained, dialogue and cut drawn)."""
-    S[6][e] = next_key(S[6][e])
-    _begin(e, _draw_start(S[6][e], -1, -1, ST), S, P, ST, n_patterns)
+def _keep_final(e, S, X):
+    """Copy what :meth:`Core.stats` reads of session ``e``'s ended episode into ``X``."""
+    for i in range(S.obs.shape[1]):
+        X.obs[e, i] = S.obs[e, i]
+    X.n[e], X.t[e], X.start[e] = S.n[e], S.t[e], S.start[e]
+    X.interventions[e], X.invalid[e] = S.interventions[e], S.invalid[e]
+    X.sigma_return[e], X.peak[e] = S.sigma_return[e], S.peak[e]
+    for c in range(N_COMPONENTS):
+        X.sigma[e, c] = S.sigma[e, c]
+    for i in range(S.distress.shape[1]):
+        X.untended_turns[e, i] = S.untended_turns[e, i]
+        X.distress[e, i] = S.distress[e, i]
 
 
-@njit(cache=True)
-def _reset_kernel(idx, dialogues, rows, S, P, ST, n_patterns):
-    for k in range(idx.shape[0]):
-        e = idx[k]
-        _begin(e, _draw_start(S[6][e], dialogues[k], rows[k], ST), S, P, ST, n_patterns)
-        S[13][e] = 0.0
-        S[14][e] = False
-        S[15][e] = False
-
-
-#: autoreset modes of :func:`_step_kernel`
+#: tasks of :func:`_kernel`
+_RESET, _LOAD, _STEP, _TRANSITION, _FINISH = range(5)
+#: autoreset modes of a step (:meth:`Core.step`): none; SB3's (an episode that ends starts the
+#: next one in the same call, what :meth:`Core.stats` reads of it kept first); gymnasium ≥ 1.0's
+#: (a session whose episode ended at the previous call starts the next one instead of
+#: stepping, with reward 0)
 NO_AUTORESET, SAME_STEP, NEXT_STEP = 0, 1, 2
 
 
 @njit(cache=True)
-def _step_kernel(actions, S, T, ST, n_patterns, mode, X):
-    """Step every session. ``mode``: :data:`NO_AUTORESET`; :data:`SAME_STEP` (SB3: a session
-    whose episode ends starts the next one in the same call, its final observation, floats,
-    integers and untended turns copied to ``X`` first); :data:`NEXT_STEP` (gymnasium ≥ 1.0: a
-    session whose episode ended at the previous call starts the next one instead of stepping,
-    with reward 0)."""
-    P = T[5]
-    I = S[2]
-    W = _scratch(S[0].shape[1])
-    for e in range(actions.shape[0]):
-        if mode == NEXT_STEP and I[e, I_DONE] != RUNNING:
-            _restart(e, S, P, ST, n_patterns)
-            S[13][e] = 0.0
-            S[14][e] = False
-            S[15][e] = False
-            continue
-        _transition(e, actions[e], S, T, W)
-        _finish(e, S, P, n_patterns)
-        if mode == SAME_STEP and I[e, I_DONE] != RUNNING:
-            X[0][e, :] = S[12][e]
-            X[1][e, :] = S[3][e]
-            X[2][e, :] = I[e]
-            X[3][e, :] = S[5][e]
-            X[4][e, :] = S[0][e]
-            _restart(e, S, P, ST, n_patterns)
+def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns):
+    """The one compiled entry point: start sessions ``idx`` (``_RESET``: from the seed
+    dialogues ``dialogues`` cut at ``rows``, ``-1`` drawn; ``_LOAD``: from the start table's
+    row 0 with the therapist's ``streaks``), or move every session under ``actions``
+    (``_STEP`` in autoreset ``mode``; ``_TRANSITION`` or ``_FINISH``, its two halves).
+
+    The structures come as plain tuples (numba reads a plain tuple of arrays from Python
+    several times faster than a NamedTuple) and are named here. Every helper is inlined
+    once, here: the model is compiled once per process and cache."""
+    S, X, T, ST = State(*s), Final(*x), Tables(*t), Starts(*st)
+    P = T.params
+    starting = task == _RESET or task == _LOAD
+    cap = S.distress.shape[1]
+    W = Scratch(np.zeros(cap, np.bool_), np.zeros(cap), np.zeros(cap), np.zeros(cap + cap * cap + 1))
+    for k in range(idx.shape[0] if starting else S.n.shape[0]):
+        e = idx[k] if starting else k
+        dialogue, row, streak = -1, -1, 0
+        fresh = starting
+        clear = True  # a fresh episode's first outputs: reward 0, not ended
+        if starting:
+            dialogue, row, streak = dialogues[k], rows[k], streaks[k]
+        elif task == _STEP and mode == NEXT_STEP and (S.terminated[e] or S.truncated[e]):
+            fresh = True
+        else:
+            if task != _FINISH:
+                _transition(e, actions[e], S, T, W)
+            if task != _TRANSITION:
+                _finish(e, S, P, n_patterns)
+            if task == _STEP and mode == SAME_STEP and (S.terminated[e] or S.truncated[e]):
+                _keep_final(e, S, X)
+                fresh = True
+                clear = False  # this call's outputs are the ended episode's
+        if fresh:
+            if not starting:  # the next episode of an autoreset: its key chains from this one
+                S.key[e] = next_key(S.key[e])
+            _begin(e, _draw_start(S.key[e], dialogue, row, ST), S, P, ST, n_patterns, streak, task != _LOAD)
+            if clear:
+                S.rewards[e] = 0.0
+                S.terminated[e] = False
+                S.truncated[e] = False
 
 
-@njit(cache=True)
-def _transition_kernel(actions, S, T):
-    W = _scratch(S[0].shape[1])
-    for e in range(actions.shape[0]):
-        _transition(e, actions[e], S, T, W)
-
-
-@njit(cache=True)
-def _finish_kernel(S, P, n_patterns):
-    for e in range(S[0].shape[0]):
-        _finish(e, S, P, n_patterns)
+_import_notice.__exit__()
 
 
 # ------------------------------------------------------------------------------------------
@@ -611,7 +807,7 @@ def _finish_kernel(S, P, n_patterns):
 class StartTable:
     """The start states of every (seed dialogue, cut row): the state after the dialogue's
     first ``k`` rows for every ``k`` from 0 to its length, computed once (one pass per
-    dialogue) and stored as arrays for the core's resets.
+    dialogue) and stored as arrays for the core's resets (:attr:`arrays`).
 
     Args:
         dialogues: the seed dialogues (one scenario).
@@ -629,42 +825,31 @@ class StartTable:
         #: per start: (dialogue index, cut row) and the state snapshot (emotions, last moves)
         self.origin: list[tuple[int, int]] = []
         self.snapshots: list[GroupState] = []
-        n_starts = sum(len(d.rows) + 1 for d in self.dialogues)
-        self.n = np.zeros(n_starts, np.int64)
-        self.D = np.zeros((n_starts, cap))
-        self.G = np.zeros((n_starts, cap, cap))
-        self.P = np.zeros(n_starts, np.int64)
-        self.UNT = np.zeros((n_starts, cap), np.int64)
-        self.row = np.zeros(n_starts, np.int64)
-        self.first = np.zeros(len(self.dialogues), np.int64)
-        self.count = np.zeros(len(self.dialogues), np.int64)
-        self.low = np.zeros(len(self.dialogues), np.int64)
+        n_dialogues = len(self.dialogues)
+        self.arrays = _empty_starts(sum(len(d.rows) + 1 for d in self.dialogues), n_dialogues, cap)
         index = {p: i for i, p in enumerate(patterns)}
+        a = self.arrays
         s = 0
         for k, dialogue in enumerate(self.dialogues):
             members = tuple(dialogue.participants)
             if not 1 <= len(members) <= cap:
                 raise ValueError(f"dialogue {dialogue.sample_id!r} has {len(members)} participants; the env holds 1..{cap} (env.max_members)")
             self.members.append(members)
-            self.first[k] = s
-            self.count[k] = len(dialogue.rows) + 1
-            self.low[k] = min(min_prefix, max(len(dialogue.rows) - 1, 0))
+            a.first[k], a.count[k] = s, len(dialogue.rows) + 1
+            a.low[k] = min(min_prefix, max(len(dialogue.rows) - 1, 0))
             tracker = StateTracker(dialogue.scenario, members)
             for cut in range(len(dialogue.rows) + 1):
                 if cut:
                     tracker.update(dialogue.rows[cut - 1])
                 st = tracker.state.copy()
-                n = st.n
-                self.n[s], self.P[s], self.row[s] = n, index.get(st.pattern, len(index)) if st.pattern else len(index), st.row_index
-                self.D[s, :n] = st.distress
-                self.G[s, :n, :n] = st.stance
-                self.UNT[s, :n] = st.untended
+                _put_start(a, s, st, index.get(st.pattern, len(index)) if st.pattern else len(index))
                 self.origin.append((k, cut))
                 self.snapshots.append(st)
                 s += 1
 
-    def arrays(self) -> tuple:
-        return (self.n, self.D, self.G, self.P, self.UNT, self.row, self.first, self.count, self.low)
+    def rows_of(self, k: int) -> int:
+        """The number of rows of seed dialogue ``k`` (its cut rows are 0 to this)."""
+        return len(self.dialogues[k].rows)
 
     def index_of(self, sample_id: str) -> int:
         """The dialogue index of ``sample_id`` (``ValueError`` naming the choices if absent)."""
@@ -674,8 +859,87 @@ class StartTable:
         raise ValueError(f"no seed dialogue {sample_id!r}; have {[d.sample_id for d in self.dialogues]}")
 
 
+def _empty_starts(n_starts: int, n_dialogues: int, cap: int) -> Starts:
+    z = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
+    return Starts(z(n_starts), np.zeros((n_starts, cap)), np.zeros((n_starts, cap, cap)), z(n_starts), z(n_starts, cap), z(n_starts), z(n_dialogues), z(n_dialogues), z(n_dialogues))
+
+
+def _put_start(a: Starts, s: int, st: GroupState, pattern: int) -> None:
+    """Row ``s`` of the start arrays ``a`` from the state ``st`` (``pattern``: its index)."""
+    n = st.n
+    a.n[s], a.pattern[s], a.row[s] = n, pattern, st.row_index
+    a.distress[s, :n] = st.distress
+    a.stance[s, :n, :n] = st.stance
+    a.untended[s, :n] = st.untended
+
+
 #: fatigue ** streak for streaks up to this length (longer streaks use the last value, ~0)
 _MAX_STREAK = 64
+_NO_INTS = np.zeros(0, np.int64)
+
+
+def _action_tables(encoding: ActionEncoding) -> tuple[np.ndarray, ...]:
+    """The flat actions decoded (intervene, target, strategy) and the targets' member slots
+    and validity by group size."""
+    A, T_, cap = encoding.n_actions, encoding.n_targets, encoding.max_members
+    act_intervene, act_target, act_strategy = np.zeros(A, np.bool_), np.zeros(A, np.int64), np.zeros(A, np.int64)
+    for a in range(1, A):
+        dec = encoding.decode(a)
+        act_intervene[a], act_target[a], act_strategy[a] = True, dec.target, dec.strategy
+    target_slots = np.zeros((cap + 1, T_, cap), np.bool_)
+    target_valid = np.zeros((cap + 1, T_), np.bool_)
+    for n in range(1, cap + 1):
+        target_valid[n] = encoding.target_mask(n).astype(bool)
+        for t in range(T_):
+            for i in encoding.target_slots(t, n):
+                target_slots[n, t, i] = True
+    return act_intervene, act_target, act_strategy, target_slots, target_valid
+
+
+def _model_tables(sp: ScenarioParams, encoding: ActionEncoding) -> Tables:
+    """The compiled model's tables of ``sp`` (scalar settings in ``params``: set by the Core)."""
+    P = np.zeros(N_PARAMS)
+    P[P_DYAD_SHARE], P[P_GROUP_SHARE] = sp.dyad_share, sp.group_share
+    P[P_GROWTH], P[P_SIDELINE], P[P_CONTAGION] = sp.untended_growth, sp.sideline_penalty, sp.contagion
+    P[P_D_NOISE], P[P_S_NOISE] = sp.distress_noise, sp.stance_noise
+    P[P_SPEAK_ADDRESSED], P[P_SPEAK_DISTRESS], P[P_ANSWER] = sp.speak_addressed, sp.speak_distress, sp.answer_therapist
+    P[P_FATIGUE] = sp.fatigue
+    P[P_REACTIVITY_SD], P[P_VOLATILITY_SD], P[P_SUSCEPTIBILITY_SD] = sp.reactivity_sd, sp.volatility_sd, sp.susceptibility_sd
+    P[P_READING_NOISE] = sp.reading_noise
+    P[P_BASELINE_SD], P[P_WARMTH_SD] = sp.baseline_sd, sp.warmth_sd
+    kinds = np.zeros(len(UTTERANCE_TYPES), np.int64)
+    for name in ("accusation", "defense", "withdrawal"):
+        kinds[UTTERANCE_TYPES.index(name)] = _KIND_NEGATIVE
+    for name in ("repair", "validation"):
+        kinds[UTTERANCE_TYPES.index(name)] = _KIND_POSITIVE
+    f64 = lambda x: np.ascontiguousarray(x, np.float64)  # noqa: E731
+    return Tables(
+        *_action_tables(encoding), P, f64(sp.effect), f64(sp.effect_sd), f64(sp.soften), f64(sp.pattern_pressure),
+        f64(sp.second_turn), f64(np.cumsum(sp.utterance, axis=1)), kinds, f64(sp.utterance_effect), f64(sp.harden),
+        f64(np.cumsum(sp.transition, axis=2)), np.array([sp.fatigue**k for k in range(_MAX_STREAK)]),
+    )  # fmt: skip
+
+
+def _new_state(N: int, cap: int, obs_dim: int) -> State:
+    """The arrays of N sessions, padded to ``cap`` (every client neutral until a reset)."""
+    i64 = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
+    f64 = lambda *shape: np.zeros(shape)  # noqa: E731
+    traits = np.zeros((N, cap, TR_WARMTH + cap))
+    traits[:, :, :TR_BASELINE] = 1.0
+    return State(
+        n=i64(N), distress=f64(N, cap), stance=f64(N, cap, cap), pattern=i64(N), untended=i64(N, cap), traits=traits,
+        key=np.zeros(N, np.uint64), t=i64(N), streak=i64(N), interventions=i64(N), invalid=i64(N), settled=i64(N),
+        row=i64(N), start=i64(N), last_speaker=i64(N), last_strategy=i64(N), last_target=i64(N),
+        untended_turns=i64(N, cap), sigma_return=f64(N), discount=f64(N), sigma=f64(N, 4), peak=f64(N),
+        n_turns=i64(N), turn_slot=i64(N, cap + 2), turn_type=i64(N, cap + 2), turn_addressee=i64(N, cap + 2),
+        intervened=np.zeros(N, np.bool_), step_invalid=np.zeros(N, np.bool_), step_sigma=f64(N, 4),
+        behaviour_type=np.full((N, cap), FREE, np.int64), behaviour_addressee=i64(N, cap),
+        obs=np.zeros((N, obs_dim), np.float32), rewards=f64(N), terminated=np.zeros(N, np.bool_), truncated=np.zeros(N, np.bool_),
+    )  # fmt: skip
+
+
+def _new_final(S: State) -> Final:
+    return Final(*(np.zeros_like(getattr(S, name)) for name in Final._fields))
 
 
 class Core:
@@ -688,28 +952,17 @@ class Core:
         starts: the start states of the seed dialogues (``None``: sessions are only ever
             :meth:`load`-ed, e.g. to simulate moves from real states).
         num_sessions: N.
-        horizon, settle_threshold, settle_steps, terminate_on_settle: episode end
-            (:class:`~rescue_env.config.EnvConfig`).
+        episode_end: the episode-end settings (``horizon``, ``settle_threshold``,
+            ``settle_steps``, ``terminate_on_settle``: an :class:`~rescue_env.config.EnvConfig`).
+        heterogeneity: spread of the clients drawn at reset (see :meth:`set_heterogeneity`).
 
     Adapters call :meth:`reset`, then :meth:`step` (or :meth:`transition`, a change of the
-    state through :meth:`set_state`, and :meth:`finish`), and read the arrays: ``obs``
-    (float32, ``(N, obs_dim)``), ``rewards``, ``terminated``, ``truncated``, :meth:`masks`.
+    state through :meth:`set_state`, and :meth:`finish`), and read :attr:`obs` (float32,
+    ``(N, obs_dim)``), :attr:`rewards`, :attr:`terminated`, :attr:`truncated`,
+    :meth:`masks` and the per-session views; :attr:`state` holds every array by name.
     """
 
-    def __init__(
-        self,
-        params: ScenarioParams,
-        encoding: ActionEncoding,
-        reward: RewardConfig,
-        starts: StartTable | None,
-        num_sessions: int,
-        *,
-        horizon: int,
-        settle_threshold: float,
-        settle_steps: int,
-        terminate_on_settle: bool,
-        heterogeneity: float = 1.0,
-    ):
+    def __init__(self, params: ScenarioParams, encoding: ActionEncoding, reward: RewardConfig, starts: StartTable | None, num_sessions: int, *, episode_end: Any, heterogeneity: float = 1.0):
         self.params = params
         self.encoding = encoding
         self.starts = starts
@@ -720,180 +973,93 @@ class Core:
             raise ValueError(f"the core holds groups of at most {(_N_STANDARD - _U_EFFECT) // 2}, the encoding asks for {cap}")
         self.patterns = tuple(params.patterns)
         self.n_patterns = len(self.patterns)
-        A = encoding.n_actions
-        act_intervene = np.zeros(A, np.bool_)
-        act_target = np.zeros(A, np.int64)
-        act_strategy = np.zeros(A, np.int64)
-        for a in range(1, A):
-            dec = encoding.decode(a)
-            act_intervene[a], act_target[a], act_strategy[a] = True, dec.target, dec.strategy
-        T_ = encoding.n_targets
-        target_slots = np.zeros((cap + 1, T_, cap), np.bool_)
-        target_valid = np.zeros((cap + 1, T_), np.bool_)
-        self.mask_table = np.zeros((cap + 1, A), np.bool_)
         #: member slots of each target option, by group size
         self._slots = [[() if n == 0 else encoding.target_slots(t, n) for n in range(cap + 1)] for t in range(encoding.n_targets)]
+        self.mask_table = np.zeros((cap + 1, encoding.n_actions), np.bool_)
         self.factored_tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for n in range(1, cap + 1):
-            target_valid[n] = encoding.target_mask(n).astype(bool)
-            for t in range(T_):
-                for i in encoding.target_slots(t, n):
-                    target_slots[n, t, i] = True
             self.mask_table[n] = encoding.mask(n).astype(bool)
             self.factored_tables[n] = encoding.factored_mask(n)
         #: the masks as ``int8`` (what infos carry, for ``Discrete.sample(mask=)``)
         self.mask_table_int8 = self.mask_table.astype(np.int8)
-        self.P = np.zeros(N_PARAMS)
-        sp = params
-        P = self.P
-        P[P_DYAD_SHARE], P[P_GROUP_SHARE] = sp.dyad_share, sp.group_share
-        P[P_GROWTH], P[P_SIDELINE], P[P_CONTAGION] = sp.untended_growth, sp.sideline_penalty, sp.contagion
-        P[P_D_NOISE], P[P_S_NOISE] = sp.distress_noise, sp.stance_noise
-        P[P_SPEAK_ADDRESSED], P[P_SPEAK_DISTRESS], P[P_ANSWER] = sp.speak_addressed, sp.speak_distress, sp.answer_therapist
-        P[P_FATIGUE] = sp.fatigue
-        P[P_REACTIVITY_SD], P[P_VOLATILITY_SD], P[P_SUSCEPTIBILITY_SD] = sp.reactivity_sd, sp.volatility_sd, sp.susceptibility_sd
-        P[P_READING_NOISE] = sp.reading_noise
-        P[P_BASELINE_SD], P[P_WARMTH_SD] = sp.baseline_sd, sp.warmth_sd
+        self.tables = _model_tables(params, encoding)
         self.set_heterogeneity(heterogeneity)
         self.set_reward(reward)
-        self.set_episode_end(horizon=horizon, settle_threshold=settle_threshold, settle_steps=settle_steps, terminate_on_settle=terminate_on_settle)
-        kinds = np.zeros(len(UTTERANCE_TYPES), np.int64)
-        for name in ("accusation", "defense", "withdrawal"):
-            kinds[UTTERANCE_TYPES.index(name)] = _KIND_NEGATIVE
-        for name in ("repair", "validation"):
-            kinds[UTTERANCE_TYPES.index(name)] = _KIND_POSITIVE
-        f64 = lambda x: np.ascontiguousarray(x, np.float64)  # noqa: E731
-        self.T = (
-            act_intervene, act_target, act_strategy, target_slots, target_valid, P,
-            f64(sp.effect), f64(sp.soften), f64(sp.pattern_pressure), f64(sp.second_turn),
-            f64(np.cumsum(sp.utterance, axis=1)), kinds, f64(sp.utterance_effect), f64(sp.harden),
-            f64(np.cumsum(sp.transition, axis=2)), np.array([sp.fatigue**k for k in range(_MAX_STREAK)]), f64(sp.effect_sd),
-        )  # fmt: skip
-        if starts is not None:
-            self.ST = starts.arrays()
-        else:  # nothing to reset from: empty tables keep the kernels' signatures
-            z = np.zeros(1, np.int64)
-            self.ST = (z, np.zeros((1, cap)), np.zeros((1, cap, cap)), z, np.zeros((1, cap), np.int64), z, z, z, z)
-        self.D = np.zeros((N, cap))
-        self.G = np.zeros((N, cap, cap))
-        self.I = np.zeros((N, N_INT), np.int64)
-        self.F = np.zeros((N, N_FLOAT))
-        self.UNT = np.zeros((N, cap), np.int64)
-        self.TURNS = np.zeros((N, cap), np.int64)
-        self.KEY = np.zeros(N, np.uint64)
-        self.TR = np.ones((N, cap, TR_WARMTH + cap))
-        self.TR[:, :, TR_BASELINE:] = 0.0
-        max_turns = cap + 2
-        self.TS = np.zeros((N, max_turns), np.int64)
-        self.TT = np.zeros((N, max_turns), np.int64)
-        self.TA = np.zeros((N, max_turns), np.int64)
-        self.BT = np.full((N, cap), FREE, np.int64)
-        self.BA = np.zeros((N, cap), np.int64)
+        self.set_episode_end(episode_end)
         self.obs_dim = cap + self.n_patterns + 1 + cap + cap * cap + 2 + cap
-        self.obs = np.zeros((N, self.obs_dim), np.float32)
-        self.rewards = np.zeros(N)
-        self.terminated = np.zeros(N, np.bool_)
-        self.truncated = np.zeros(N, np.bool_)
-        self.final_obs = np.zeros((N, self.obs_dim), np.float32)
-        self.S = (
-            self.D, self.G, self.I, self.F, self.UNT, self.TURNS, self.KEY, self.TS, self.TT, self.TA,
-            self.BT, self.BA, self.obs, self.rewards, self.terminated, self.truncated, self.final_obs, self.TR,
-        )  # fmt: skip
-        #: the final observation, floats, integers, untended turns and distress of episodes that
-        #: ended in a SAME_STEP call
-        self.X = (self.final_obs, np.zeros_like(self.F), np.zeros_like(self.I), np.zeros_like(self.TURNS), np.zeros_like(self.D))
+        self.state = _new_state(N, cap, self.obs_dim)
+        self.final = _new_final(self.state)
+        self.start_arrays = starts.arrays if starts is not None else _empty_starts(1, 1, cap)
+        # the kernel's arguments as plain tuples (see _kernel)
+        self._args = (tuple(self.state), tuple(self.final), tuple(self.tables), tuple(self.start_arrays), self.n_patterns)
+        S = self.state
+        self.obs, self.rewards, self.terminated, self.truncated = S.obs, S.rewards, S.terminated, S.truncated
+        #: the final observation of episodes that ended in a SAME_STEP call
+        self.final_obs = self.final.obs
+
+    #: whether this process has run the kernel (compiled or loaded from the cache) yet
+    _warm = False
+
+    def _run(self, task: int, mode: int = 0, idx: np.ndarray = _NO_INTS, actions: np.ndarray = _NO_INTS, dialogues: np.ndarray = _NO_INTS, rows: np.ndarray = _NO_INTS, streaks: np.ndarray = _NO_INTS, starts: Starts | None = None) -> None:
+        s, x, t, st, n_patterns = self._args
+        if starts is not None:
+            st = tuple(starts)
+        if Core._warm:
+            _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
+            return
+        with _CompileNotice():  # a cold cache compiles here
+            _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
+        Core._warm = True
 
     # settings ---------------------------------------------------------------------------------
     def set_reward(self, reward: RewardConfig) -> None:
         """Use ``reward``'s weights from the next step on."""
         if not isinstance(reward, RewardConfig):
             raise TypeError(f"reward_cfg must be a RewardConfig, got {type(reward).__name__}")
-        P = self.P
+        P = self.tables.params
         P[P_W_MEAN], P[P_BETA], P[P_LAM], P[P_COST], P[P_GAMMA] = reward.w_mean, reward.beta, reward.lam, reward.cost, reward.gamma
         self.reward = reward
 
     def set_heterogeneity(self, heterogeneity: float) -> None:
         """Spread of the clients drawn at the next resets: 0 = every client is the mean
         client, 1 = the fitted population spread, > 1 wider (domain randomisation)."""
-        h = float(heterogeneity)
-        if not (h >= 0.0 and math.isfinite(h)):
-            raise ValueError(f"dynamics.heterogeneity must be a finite number >= 0, got {heterogeneity!r}")
-        self.P[P_HETEROGENEITY] = self.heterogeneity = h
+        h = heterogeneity
+        if isinstance(h, bool) or not isinstance(h, (int, float, np.integer, np.floating)) or not (0.0 <= float(h) < math.inf):
+            raise ValueError(f"heterogeneity (dynamics.heterogeneity) must be a finite number >= 0, got {heterogeneity!r}")
+        self.tables.params[P_HETEROGENEITY] = self.heterogeneity = float(h)
 
     def set_reading_noise(self, sd: float) -> None:
         """The observation model's reading noise (sd around latent distress; 0: the policy sees
         the latent distress). Client models that report their own emotions (LLM clients: their
         self-report is the reading) switch it off."""
-        self.P[P_READING_NOISE] = float(sd)
+        self.tables.params[P_READING_NOISE] = float(sd)
 
-    def traits(self, e: int) -> dict[str, np.ndarray]:
-        """Session ``e``'s clients' latent traits (per member slot): ``reactivity``,
-        ``volatility``, ``susceptibility`` (multipliers, 1 for the mean client), ``baseline``
-        (offset of their distress from the seed person's at reset, 0 for the mean client) and
-        ``warmth`` (``[n, n]``: row i, column j the per-step stance drift of i toward j, 0 for
-        the mean dyad)."""
-        n = int(self.I[e, I_N])
-        out = {name: self.TR[e, :n, k].copy() for k, name in enumerate(("reactivity", "volatility", "susceptibility", "baseline"))}
-        out["warmth"] = self.TR[e, :n, TR_WARMTH : TR_WARMTH + n].copy()
-        return out
+    def set_episode_end(self, episode_end: Any) -> None:
+        """Use ``episode_end``'s ``horizon``, ``settle_threshold``, ``settle_steps`` and
+        ``terminate_on_settle`` (an :class:`~rescue_env.config.EnvConfig`) from the next step on."""
+        c = episode_end
+        P = self.tables.params
+        P[P_HORIZON], P[P_SETTLE_THRESHOLD], P[P_SETTLE_STEPS], P[P_TERMINATE] = c.horizon, c.settle_threshold, c.settle_steps, float(c.terminate_on_settle)
 
-    def set_episode_end(self, *, horizon: int, settle_threshold: float, settle_steps: int, terminate_on_settle: bool) -> None:
-        """Use these episode-end settings from the next step on."""
-        P = self.P
-        P[P_HORIZON], P[P_SETTLE_THRESHOLD], P[P_SETTLE_STEPS], P[P_TERMINATE] = horizon, settle_threshold, settle_steps, float(terminate_on_settle)
+    @property
+    def horizon(self) -> int:
+        return int(self.tables.params[P_HORIZON])
 
     # episodes ---------------------------------------------------------------------------------
     def reset(self, idx: Sequence[int] | np.ndarray, keys: Sequence[int] | np.ndarray, dialogues: Sequence[int] | None = None, rows: Sequence[int] | None = None) -> None:
         """Start new episodes of sessions ``idx`` with episode ``keys``; ``dialogues`` /
         ``rows`` fix a session's seed dialogue (index) / cut row (``-1``: drawn)."""
+        if self.starts is None:
+            raise RuntimeError("this core has no start states (starts=None): put states in with load()")
         idx = np.asarray(idx, np.int64)
-        self.KEY[idx] = np.asarray(keys, np.uint64)
+        self.state.key[idx] = np.asarray(keys, np.uint64)
         dl = np.full(len(idx), -1, np.int64) if dialogues is None else np.asarray(dialogues, np.int64)
         rw = np.full(len(idx), -1, np.int64) if rows is None else np.asarray(rows, np.int64)
         for k in range(len(idx)):
-            if rw[k] >= 0 and dl[k] >= 0 and rw[k] > self.starts.count[dl[k]] - 1:
+            if rw[k] >= 0 and dl[k] >= 0 and rw[k] > self.starts.rows_of(int(dl[k])):
                 d = self.starts.dialogues[dl[k]]
                 raise ValueError(f"start_row={rw[k]} outside 0..{len(d.rows)} for {d.sample_id!r}")
-        _reset_kernel(idx, dl, rw, self.S, self.P, self.ST, self.n_patterns)
-
-    def step(self, actions: np.ndarray, mode: int = NO_AUTORESET) -> None:
-        """Step every session with ``actions`` (``int64[N]``, checked by the caller); see
-        :func:`_step_kernel` for ``mode``."""
-        _step_kernel(actions, self.S, self.T, self.ST, self.n_patterns, mode, self.X)
-
-    def transition(self, actions: np.ndarray) -> None:
-        """The calibrated transition only (then :meth:`finish`): for client models that
-        change the state it reached (LLM clients) before σ* is booked. ``BT``/``BA`` fix
-        client agents' turns (``FREE`` / ``SILENT`` / an utterance type and addressee)."""
-        _transition_kernel(actions, self.S, self.T)
-
-    def finish(self) -> None:
-        """σ*, the book, episode end and observations of the state every session reached."""
-        _finish_kernel(self.S, self.P, self.n_patterns)
-
-    def set_state(self, e: int, *, distress: np.ndarray | None = None, stance: np.ndarray | None = None, pattern: str | None | int = -1) -> None:
-        """Overwrite session ``e``'s distress (clipped to [0, 1]), stances (clipped to
-        [−1, 1], diagonal 0) and/or pattern (a label or ``None``; ``-1``: unchanged)."""
-        n = int(self.I[e, I_N])
-        if distress is not None:
-            self.D[e, :n] = np.clip(distress, 0.0, 1.0)
-        if stance is not None:
-            g = np.clip(np.asarray(stance, float), -1.0, 1.0)
-            np.fill_diagonal(g, 0.0)
-            self.G[e, :n, :n] = g
-        if pattern != -1:
-            self.I[e, I_PATTERN] = self.params.pattern_index(pattern)  # type: ignore[arg-type]
-
-    def set_turns(self, e: int, turns: Sequence[tuple[int, int, int]]) -> None:
-        """Replace session ``e``'s client turns of the step (slot, utterance type, addressee),
-        e.g. with the ones LLM clients took; the row count and last speaker follow."""
-        k = int(self.I[e, I_NTURNS])
-        self.I[e, I_ROW] += len(turns) - k
-        for j, (slot, utype, addressee) in enumerate(turns):
-            self.TS[e, j], self.TT[e, j], self.TA[e, j] = slot, utype, addressee
-        self.I[e, I_NTURNS] = len(turns)
-        if turns:
-            self.I[e, I_LAST_SPEAKER] = turns[-1][0]
+        self._run(_RESET, idx=idx, dialogues=dl, rows=rw, streaks=np.zeros(len(idx), np.int64))
 
     def load(self, e: int, state: GroupState, *, key: int, streak: int = 0) -> None:
         """Put an arbitrary state (e.g. one extracted from a real dialogue) in session ``e``
@@ -902,77 +1068,159 @@ class Core:
         n = state.n
         if not 1 <= n <= self.cap:
             raise ValueError(f"a group of {n} does not fit the cap {self.cap}")
-        self.D[e] = 0.0
-        self.D[e, :n] = state.distress
-        self.G[e] = 0.0
-        self.G[e, :n, :n] = state.stance
-        self.UNT[e] = 0
-        self.UNT[e, :n] = state.untended
-        self.TURNS[e] = 0
-        self.I[e] = 0
-        self.I[e, I_N], self.I[e, I_PATTERN], self.I[e, I_STREAK] = n, self.params.pattern_index(state.pattern), streak
-        self.I[e, I_LAST_SPEAKER] = self.I[e, I_LAST_STRATEGY] = self.I[e, I_LAST_TARGET] = KEEP
-        self.F[e] = 0.0
-        self.F[e, F_DISCOUNT] = 1.0
-        self.KEY[e] = np.uint64(key)
-        self.rewards[e] = 0.0
-        self.terminated[e] = self.truncated[e] = False
-        _load_kernel(e, self.S, self.P, self.n_patterns)
+        one = _empty_starts(1, 1, self.cap)
+        one.count[0] = 1
+        _put_start(one, 0, state, self.params.pattern_index(state.pattern))
+        one.row[0] = 0
+        self.state.key[e] = np.uint64(key)
+        zero = np.zeros(1, np.int64)
+        self._run(_LOAD, idx=np.array([e], np.int64), dialogues=zero, rows=zero, streaks=np.array([streak], np.int64), starts=one)
+
+    def step(self, actions: np.ndarray, mode: int = NO_AUTORESET) -> None:
+        """Step every session with ``actions`` (``int64[N]``, checked by the caller) in
+        autoreset ``mode`` (:data:`NO_AUTORESET`, :data:`SAME_STEP`, :data:`NEXT_STEP`; see
+        :func:`_step`)."""
+        self._run(_STEP, mode, actions=actions)
+
+    def transition(self, actions: np.ndarray) -> None:
+        """The calibrated transition only (then :meth:`finish`): for client models that
+        change the state it reached (LLM clients) before σ* is booked."""
+        self._run(_TRANSITION, actions=actions)
+
+    def finish(self) -> None:
+        """σ*, the book, episode end and observations of the state every session reached."""
+        self._run(_FINISH)
+
+    def set_behaviours(self, e: int, behaviours: dict[int, Any]) -> None:
+        """Client agents' turns of session ``e``'s next steps: ``{slot: Behaviour}`` speaks
+        (its ``utterance_type`` index and ``addressee``), ``{slot: None}`` is silent; other
+        slots are the model's. :meth:`clear_behaviours` hands every slot back."""
+        self.clear_behaviours(e)
+        for i, b in behaviours.items():
+            self.state.behaviour_type[e, i] = SILENT if b is None else b.utterance_type
+            self.state.behaviour_addressee[e, i] = 0 if b is None else b.addressee
+
+    def clear_behaviours(self, e: int) -> None:
+        """Every client slot of session ``e`` is the model's again."""
+        self.state.behaviour_type[e, :] = FREE
+
+    def set_state(self, e: int, *, distress: np.ndarray | None = None, stance: np.ndarray | None = None, pattern: str | None | int = -1) -> None:
+        """Overwrite session ``e``'s distress (clipped to [0, 1]), stances (clipped to
+        [−1, 1], diagonal 0) and/or pattern (a label or ``None``; ``-1``: unchanged)."""
+        S = self.state
+        n = int(S.n[e])
+        if distress is not None:
+            S.distress[e, :n] = np.clip(distress, 0.0, 1.0)
+        if stance is not None:
+            g = np.clip(np.asarray(stance, float), -1.0, 1.0)
+            np.fill_diagonal(g, 0.0)
+            S.stance[e, :n, :n] = g
+        if pattern != -1:
+            S.pattern[e] = self.params.pattern_index(pattern)  # type: ignore[arg-type]
+
+    def set_turns(self, e: int, turns: Sequence[tuple[int, int, int]]) -> None:
+        """Replace session ``e``'s client turns of the step (slot, utterance type, addressee),
+        e.g. with the ones LLM clients took; the row count and last speaker follow."""
+        S = self.state
+        S.row[e] += len(turns) - int(S.n_turns[e])
+        for j, (slot, utype, addressee) in enumerate(turns):
+            S.turn_slot[e, j], S.turn_type[e, j], S.turn_addressee[e, j] = slot, utype, addressee
+        S.n_turns[e] = len(turns)
+        if turns:
+            S.last_speaker[e] = turns[-1][0]
 
     def step_seed(self, e: int) -> int:
         """A 31-bit seed for session ``e``'s current step drawn from its key (LLM calls)."""
-        return int(_bits(self.KEY[e], int(self.I[e, I_T]), _U_LLM_SEED)) % (2**31 - 1)
+        return int(_bits(self.state.key[e], int(self.state.t[e]), _U_LLM_SEED)) % (2**31 - 1)
+
+    def next_episode_key(self, e: int) -> int:
+        """The key session ``e``'s next episode gets when it is not seeded."""
+        return int(next_key(self.state.key[e]))
 
     # views --------------------------------------------------------------------------------------
     def masks(self) -> np.ndarray:
         """``(N, n_actions)`` boolean masks of the sessions' current groups."""
-        return self.mask_table[self.I[:, I_N]]
+        return self.mask_table[self.state.n]
+
+    def masks_int8(self) -> np.ndarray:
+        """:meth:`masks` as ``int8`` (what infos carry, for ``Discrete.sample(mask=)``)."""
+        return self.mask_table_int8[self.state.n]
+
+    def factored_masks(self, e: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(intervene, target, strategy)`` masks of session ``e``'s group (copies)."""
+        return tuple(m.copy() for m in self.factored_tables[int(self.state.n[e])])  # type: ignore[return-value]
+
+    def group_size(self, e: int) -> int:
+        """Session ``e``'s number of members."""
+        return int(self.state.n[e])
+
+    def steps(self, e: int) -> int:
+        """Steps session ``e``'s episode has played."""
+        return int(self.state.t[e])
+
+    def step_flags(self, e: int) -> tuple[bool, bool]:
+        """Whether session ``e``'s last step intervened, and whether its action was masked."""
+        return bool(self.state.intervened[e]), bool(self.state.step_invalid[e])
 
     def turns(self, e: int) -> list[tuple[int, int, int]]:
         """Session ``e``'s client turns of the last step: (slot, utterance type, addressee)."""
-        k = int(self.I[e, I_NTURNS])
-        return list(zip(self.TS[e, :k].tolist(), self.TT[e, :k].tolist(), self.TA[e, :k].tolist()))
+        S = self.state
+        k = int(S.n_turns[e])
+        return list(zip(S.turn_slot[e, :k].tolist(), S.turn_type[e, :k].tolist(), S.turn_addressee[e, :k].tolist()))
 
     def pattern_of(self, e: int) -> str | None:
-        p = int(self.I[e, I_PATTERN])
+        p = int(self.state.pattern[e])
         return self.patterns[p] if p < self.n_patterns else None
 
     def step_components(self, e: int) -> dict[str, float]:
         """The last step's weighted σ* components of session ``e`` (they sum to its reward)."""
-        f = self.F[e]
-        return dict(zip(COMPONENTS, (float(f[F_STEP_MEAN]), float(f[F_STEP_STANCE]), float(f[F_STEP_MAX]), float(f[F_STEP_COST]))))
+        return dict(zip(COMPONENTS, self.state.step_sigma[e].tolist()))
+
+    def traits(self, e: int) -> dict[str, np.ndarray]:
+        """Session ``e``'s clients' latent traits (per member slot): ``reactivity``,
+        ``volatility``, ``susceptibility`` (multipliers, 1 for the mean client), ``baseline``
+        (offset of their distress from the seed person's at reset, 0 for the mean client) and
+        ``warmth`` (``[n, n]``: row i, column j the per-step stance drift of i toward j, 0 for
+        the mean dyad)."""
+        n = int(self.state.n[e])
+        tr = self.state.traits[e]
+        out = {name: tr[:n, k].copy() for k, name in enumerate(_TRAIT_NAMES)}
+        out["warmth"] = tr[:n, TR_WARMTH : TR_WARMTH + n].copy()
+        return out
+
+    def episode_arrays(self) -> dict[str, np.ndarray]:
+        """Every session's episode figures as arrays: ``sigma_return``, ``episode_steps``,
+        ``peak_max_distress``, ``interventions``, ``invalid_actions`` (views: copy to keep)."""
+        S = self.state
+        return {"sigma_return": S.sigma_return, "episode_steps": S.t, "peak_max_distress": S.peak, "interventions": S.interventions, "invalid_actions": S.invalid}
 
     def stats(self, e: int, *, final: bool = False) -> dict[str, Any]:
         """Session ``e``'s episode figures (``final``: of the episode that ended at the last
         :data:`SAME_STEP` call, whose session has already restarted)."""
-        F, I, TURNS = (self.X[1], self.X[2], self.X[3]) if final else (self.F, self.I, self.TURNS)
-        f, i = F[e], I[e]
-        n = int(i[I_N])
-        k, cut = self.starts.origin[int(i[I_START])]
-        members = self.starts.members[k]
-        d = (self.X[4] if final else self.D)[e, :n]
-        out: dict[str, Any] = {
-            "steps": int(i[I_T]),
-            "sigma_return": float(f[F_RETURN]),
-            "sigma": dict(zip(COMPONENTS, (float(f[F_MEAN]), float(f[F_STANCE]), float(f[F_MAX]), float(f[F_COST])))),
+        S: State | Final = self.final if final else self.state
+        n = int(S.n[e])
+        k, cut = self.starts.origin[int(S.start[e])]  # type: ignore[union-attr]
+        members = self.starts.members[k]  # type: ignore[union-attr]
+        d = S.distress[e, :n]
+        return {
+            "steps": int(S.t[e]),
+            "sigma_return": float(S.sigma_return[e]),
+            "sigma": dict(zip(COMPONENTS, S.sigma[e].tolist())),
+            "final_max_distress": float(d.max()),
+            "final_mean_distress": float(d.sum() / n),
+            "peak_max_distress": float(S.peak[e]),
+            "untended_turns": {m: int(x) for m, x in zip(members, S.untended_turns[e, :n].tolist())},
+            "interventions": int(S.interventions[e]),
+            "invalid_actions": int(S.invalid[e]),
+            "seed_dialogue": self.starts.dialogues[k].sample_id,  # type: ignore[union-attr]
+            "start_row": cut,
         }
-        out["final_max_distress"] = float(d.max())
-        out["final_mean_distress"] = float(d.sum() / n)
-        out.update(
-            peak_max_distress=float(f[F_PEAK]),
-            untended_turns={m: int(x) for m, x in zip(members, TURNS[e, :n].tolist())},
-            interventions=int(i[I_INTERVENTIONS]),
-            invalid_actions=int(i[I_INVALID]),
-            seed_dialogue=self.starts.dialogues[k].sample_id,
-            start_row=cut,
-        )
-        return out
 
     def start_of(self, e: int) -> tuple[Dialogue, int, tuple[str, ...], GroupState]:
         """Session ``e``'s seed dialogue, cut row, members and start-state snapshot."""
-        s = int(self.I[e, I_START])
-        k, cut = self.starts.origin[s]
-        return self.starts.dialogues[k], cut, self.starts.members[k], self.starts.snapshots[s]
+        s = int(self.state.start[e])
+        k, cut = self.starts.origin[s]  # type: ignore[union-attr]
+        return self.starts.dialogues[k], cut, self.starts.members[k], self.starts.snapshots[s]  # type: ignore[union-attr]
 
     def state_view(self, e: int, prev: GroupState) -> GroupState:
         """A new :class:`GroupState` of session ``e``'s live numbers; what the core does not
@@ -987,16 +1235,15 @@ class Core:
     def write_state(self, e: int, st: GroupState) -> None:
         """Copy session ``e``'s live numbers into the :class:`GroupState` view ``st``."""
         n = st.n
-        i = self.I[e]
-        st.distress = self.D[e, :n].copy()
-        st.stance = self.G[e, :n, :n].copy()
-        st.untended = self.UNT[e, :n].copy()
+        S = self.state
+        st.distress = S.distress[e, :n].copy()
+        st.stance = S.stance[e, :n, :n].copy()
+        st.untended = S.untended[e, :n].copy()
         st.pattern = self.pattern_of(e)
-        if i[I_T]:
-            st.row_index = int(i[I_ROW])
-        if i[I_LAST_SPEAKER] != KEEP:
-            st.last_speaker = st.members[int(i[I_LAST_SPEAKER])]
-        if i[I_LAST_STRATEGY] != KEEP:
-            st.last_strategy = self.encoding.strategy_names[int(i[I_LAST_STRATEGY])]
-            st.last_target = tuple(st.members[j] for j in self._slots[int(i[I_LAST_TARGET])][n])
-
+        if S.t[e]:
+            st.row_index = int(S.row[e])
+        if S.last_speaker[e] != KEEP:
+            st.last_speaker = st.members[int(S.last_speaker[e])]
+        if S.last_strategy[e] != KEEP:
+            st.last_strategy = self.encoding.strategy_names[int(S.last_strategy[e])]
+            st.last_target = tuple(st.members[j] for j in self._slots[int(S.last_target[e])][n])

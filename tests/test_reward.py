@@ -9,7 +9,8 @@ import pytest
 
 from rescue_env import parallel_env
 from rescue_env.envs.gym_env import GroupSupportEnv
-from rescue_env.core import I_INTERVENED, Core
+from rescue_env.config import EnvConfig
+from rescue_env.core import Core
 from rescue_env.dynamics.params import scenario_params
 from rescue_env.reward import RewardConfig
 from rescue_env.state import GroupState
@@ -35,10 +36,10 @@ def sigma_star(state: GroupState, intervened: bool, cfg: RewardConfig) -> tuple[
     """σ* of ``state`` as the simulator core books it (reward, weighted components)."""
     core = Core(
         scenario_params(None, state.scenario), ActionEncoding(state.scenario, None if state.n == 2 else max(3, state.n)), cfg, None, 1,
-        horizon=30, settle_threshold=0.2, settle_steps=3, terminate_on_settle=True,
+        episode_end=EnvConfig(state.scenario),
     )  # fmt: skip
     core.load(0, state, key=0)
-    core.I[0, I_INTERVENED] = int(intervened)
+    core.state.intervened[0] = intervened
     core.finish()
     return float(core.rewards[0]), core.step_components(0)
 

@@ -1,18 +1,18 @@
 """The client-backend interface shared by the calibrated and LLM client models.
 
-A backend moves the group state one step in response to the therapist's move and says
-which clients spoke and how (:class:`ClientTurn`). The :class:`~rescue_env.session.Session`
+A backend answers the therapist's move: after the calibrated transition (the simulator core)
+it says which clients spoke and how (:class:`ClientTurn`), and may set the speakers' distress
+and stances (:class:`ClientBackend`). The :class:`~rescue_env.session.Session`
 turns those turns into benchmark rows, so every backend produces the same output shape.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import numpy as np
-
-from rescue_env.state import GroupState
+if TYPE_CHECKING:
+    from rescue_env.session import Session
 
 #: ``ClientTurn.addressee`` / ``Behaviour.addressee`` value meaning the therapist.
 TO_THERAPIST = -1
@@ -59,22 +59,29 @@ class ClientTurn:
     stances: list[tuple[int, str, str]] = field(default_factory=list)
 
 
+@runtime_checkable
 class ClientBackend(Protocol):
-    """How clients respond. Implementations mutate ``state`` in place (distress, stance,
-    pattern) and return the client turns of the step."""
+    """How clients respond: the calibrated model (:class:`~rescue_env.dynamics.calibrated.CalibratedModel`)
+    or LLM personas (:class:`~rescue_env.llm.backend.LLMBackend`). The envs run the calibrated
+    transition first (who speaks, the drift of the silent members, the pattern draw), then
+    ask the backend for the speakers' answers."""
 
     name: str
 
-    def step(
+    async def arespond(
         self,
-        state: GroupState,
+        session: Session,
         move: TherapistMove,
-        rng: np.random.Generator,
+        planned: list[ClientTurn],
         *,
-        streak: int = 0,
+        pattern_before: str | None,
+        seed: int,
         behaviours: dict[int, Behaviour | None] | None = None,
     ) -> list[ClientTurn]:
-        """Advance ``state`` by one step. ``streak`` counts the therapist's consecutive
-        interventions before this one. ``behaviours`` (multi-agent view) fixes what the
-        clients whose slots it contains do (``None`` = silent); the backend's own client
-        model drives every other slot."""
+        """The client turns of the step. ``session.state`` holds the state the calibrated
+        transition reached and ``planned`` its turns; a backend may overwrite the speakers'
+        distress and stances (and the pattern) in ``session.state``, in place. ``move`` is the
+        therapist's move, ``pattern_before`` the pattern it met, ``seed`` seeds the step's
+        random calls, ``behaviours`` (multi-agent view) fixes the turns of the client slots
+        it names (``None``: silent)."""
+        ...

@@ -81,15 +81,18 @@ seeds give equal episodes whatever the batch (:mod:`rescue_env.core`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rescue_env.dynamics.base import ClientTurn, TherapistMove
+from rescue_env.dynamics.base import Behaviour, ClientTurn, TherapistMove
 from rescue_env.dynamics.params import DynamicsParams, ScenarioParams, scenario_params
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES
+
+if TYPE_CHECKING:
+    from rescue_env.session import Session
 
 
 class CalibratedModel:
@@ -116,6 +119,7 @@ class CalibratedModel:
         return ActionEncoding(self.scenario, None if self.scenario == "couple" else max(2, min(n, 8)))
 
     def _core(self, n: int, sessions: int) -> Any:
+        from rescue_env.config import EnvConfig
         from rescue_env.core import Core
         from rescue_env.reward import RewardConfig
 
@@ -123,10 +127,9 @@ class CalibratedModel:
         key = (encoding.max_members, sessions)
         core = self._cores.get(key)
         if core is None:
-            core = self._cores[key] = Core(
-                self.params, encoding, RewardConfig(), None, sessions,
-                horizon=10**9, settle_threshold=0.0, settle_steps=1, terminate_on_settle=False, heterogeneity=self.heterogeneity,
-            )  # fmt: skip
+            # no episode end: a loaded state is moved one step at a time
+            never = EnvConfig(self.scenario, horizon=10**9, settle_threshold=0.0, terminate_on_settle=False)
+            core = self._cores[key] = Core(self.params, encoding, RewardConfig(), None, sessions, episode_end=never, heterogeneity=self.heterogeneity)
         return core
 
     def action(self, move: TherapistMove, n: int) -> int:
@@ -150,8 +153,25 @@ class CalibratedModel:
             core.load(e, state, key=int(keys[e]), streak=streak)
         core.transition(np.full(draws, self.action(move, n), np.int64))
         core.finish()
-        distress = core.obs[:, :n].astype(np.float64) if observed else core.D[:, :n].copy()
-        return distress, core.G[:, :n, :n].copy()
+        distress = core.obs[:, :n].astype(np.float64) if observed else core.state.distress[:, :n].copy()
+        return distress, core.state.stance[:, :n, :n].copy()
+
+    name = "calibrated"
+
+    async def arespond(
+        self,
+        session: Session,
+        move: TherapistMove,
+        planned: list[ClientTurn],
+        *,
+        pattern_before: str | None,
+        seed: int,
+        behaviours: dict[int, Behaviour | None] | None = None,
+    ) -> list[ClientTurn]:
+        """The :class:`~rescue_env.dynamics.base.ClientBackend` answer: the transition's turns
+        and state are the calibrated model's whole answer (the envs fuse both in one kernel
+        call; this is the same step for a caller that runs them apart)."""
+        return list(planned)
 
     def step(self, state: GroupState, move: TherapistMove, rng: np.random.Generator, *, streak: int = 0) -> list[ClientTurn]:
         """Move ``state`` one step in place (distress, stances, pattern, untended counts);

@@ -4,8 +4,8 @@ model, spaces, reset options and action checks (:class:`Simulation`)."""
 from __future__ import annotations
 
 import math
-
 import os
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -16,12 +16,18 @@ from rescue_env.data.groups import check_group_sizes
 from rescue_env.data.loader import load_dialogues, resolve_data_path
 from rescue_env.data.schema import Dialogue
 from rescue_env.config import EnvConfig
+from rescue_env.concurrency import call_blocking
 from rescue_env.core import Core, StartTable, write_observation
+from rescue_env.data.schema import Row
+from rescue_env.dynamics.base import Behaviour, ClientBackend, ClientTurn, TherapistMove
+from rescue_env.dynamics.calibrated import CalibratedModel
 from rescue_env.dynamics.params import DynamicsParams, ScenarioParams, scenario_params
 from rescue_env.dynamics.text import TextBank
 from rescue_env.reward import RewardConfig
+from rescue_env.session import Session
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
+from rescue_env.taxonomy.labels import UTTERANCE_TYPES
 from rescue_env.taxonomy.labels import patterns as scenario_patterns
 
 
@@ -96,14 +102,17 @@ class Simulation:
         if isinstance(dynamics, str):
             if dynamics != "calibrated":
                 raise ValueError(f"unknown dynamics {dynamics!r}: use 'calibrated', or pass a client-model object (e.g. an LLMBackend)")
-            self.backend = None
-        else:
-            if not hasattr(dynamics, "arespond"):
-                raise TypeError(f"dynamics must be 'calibrated' or a client model with arespond() (an LLMBackend), got {type(dynamics).__name__}")
-            self.backend = dynamics
-            if params is None:
-                params = getattr(dynamics, "params", None)
+            dynamics = None
+        elif not isinstance(dynamics, ClientBackend):
+            raise TypeError(f"dynamics must be 'calibrated' or a client model with arespond() (a ClientBackend: an LLMBackend), got {type(dynamics).__name__}")
+        elif params is None:
+            params = getattr(dynamics, "params", None)
         self.params = scenario_params(params, scenario)
+        #: the client model: the calibrated one (its turns are the core's transition) or another
+        #: :class:`ClientBackend` (LLM clients) answering after the transition
+        self.clients: ClientBackend = dynamics if dynamics is not None else CalibratedModel(scenario, self.params, heterogeneity=self.heterogeneity)
+        #: the client model other than the calibrated one (an LLM backend), or ``None``
+        self.backend = None if isinstance(self.clients, CalibratedModel) else self.clients
         self.encoding = ActionEncoding(scenario, config.max_members)
         self.dialogues, self.text_bank = seed_dialogues(data_path, scenario)
         # a group larger than the spaces is refused by name: members are never dropped
@@ -119,25 +128,102 @@ class Simulation:
         else:
             self.starts = StartTable(self.dialogues, scenario_patterns(scenario), cap, config.min_prefix)
         self.observer = Observer(self.encoding, scenario_patterns(scenario), config.horizon)
+        self._action = np.zeros(1, np.int64)
 
     def set_horizon(self, core: Core, horizon: int) -> None:
         """A new horizon for ``core`` (made by :meth:`core`): the config, the core's episode
         end and the observation's ``tempo`` follow."""
         self.config = c = self.config.replace(horizon=horizon)
-        core.set_episode_end(horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle)
+        core.set_episode_end(c)
         self.observer.horizon = c.horizon
 
     def core(self, num_sessions: int) -> Core:
         """A core of ``num_sessions`` sessions over this simulation."""
         c = self.config
-        core = Core(
-            self.params, self.encoding, self.reward, self.starts, num_sessions,
-            horizon=c.horizon, settle_threshold=c.settle_threshold, settle_steps=c.settle_steps, terminate_on_settle=c.terminate_on_settle,
-            heterogeneity=self.heterogeneity,
-        )  # fmt: skip
+        core = Core(self.params, self.encoding, self.reward, self.starts, num_sessions, episode_end=c, heterogeneity=self.heterogeneity)
         if self.backend is not None:
             core.set_reading_noise(0.0)  # LLM clients' self-reports are the readings: no second noise
         return core
+
+
+    # one session's step (the Gymnasium and PettingZoo envs) ----------------------------------
+    def step(self, core: Core, session: Session, action: int, *, text: str = "", behaviours: dict[int, Behaviour | None] | None = None) -> Step:
+        """Play the checked flat ``action`` in session 0 of ``core`` (an N = 1 core), whose
+        episode ``session`` views: the client model answers (``behaviours`` fix client
+        agents' turns: ``{slot: Behaviour}``, ``{slot: None}`` silent), σ* is booked, the
+        session's state and transcript follow. An LLM client model's calls run to completion
+        here; :meth:`astep` awaits them."""
+        move, before = self._move(session, action, text)
+        if self.backend is None:  # the calibrated model: the whole step in one kernel call
+            turns = self._calibrated(core, action, behaviours)
+        else:
+            turns = call_blocking(self._respond(core, session, action, move, before, behaviours))
+        return self._after(core, session, move, turns, before)
+
+    async def astep(self, core: Core, session: Session, action: int, *, text: str = "", behaviours: dict[int, Behaviour | None] | None = None) -> Step:
+        """:meth:`step` as a coroutine: an LLM client model's calls are awaited."""
+        move, before = self._move(session, action, text)
+        if self.backend is None:
+            turns = self._calibrated(core, action, behaviours)
+        else:
+            turns = await self._respond(core, session, action, move, before, behaviours)
+        return self._after(core, session, move, turns, before)
+
+    def _move(self, session: Session, action: int, text: str) -> tuple[TherapistMove | None, str | None]:
+        """The decoded move, only where text is built (a transcript, LLM clients)."""
+        move = session.move_for(action, text)[0] if (self.config.record_transcript or self.backend is not None) else None
+        return move, session.state.pattern
+
+    def _calibrated(self, core: Core, action: int, behaviours: dict[int, Behaviour | None] | None) -> list[ClientTurn]:
+        self._action[0] = action
+        if behaviours:
+            core.set_behaviours(0, behaviours)
+        try:
+            core.step(self._action)
+        finally:
+            if behaviours:
+                core.clear_behaviours(0)
+        return _turns_of(core) if self.config.record_transcript else []
+
+    async def _respond(self, core: Core, session: Session, action: int, move: TherapistMove, before: str | None, behaviours: dict[int, Behaviour | None] | None) -> list[ClientTurn]:
+        """The client model's step: the calibrated transition says who speaks (and moves the
+        silent members), the speakers' answers set their distress and stances, then σ*."""
+        self._action[0] = action
+        if behaviours:
+            core.set_behaviours(0, behaviours)
+        try:
+            core.transition(self._action)
+        finally:
+            if behaviours:
+                core.clear_behaviours(0)
+        session.state = core.state_view(0, session.state)
+        turns = await self.clients.arespond(session, move, _turns_of(core), pattern_before=before, seed=core.step_seed(0), behaviours=behaviours or None)
+        st = session.state
+        core.set_state(0, distress=st.distress, stance=st.stance, pattern=st.pattern)
+        core.set_turns(0, [(t.slot, UTTERANCE_TYPES.index(t.utterance_type), t.addressee) for t in turns])
+        core.finish()
+        return turns
+
+    def _after(self, core: Core, session: Session, move: TherapistMove | None, turns: list[ClientTurn], before: str | None) -> Step:
+        session.t = core.steps(0)
+        # a new state object per step: one handed out earlier is not changed by later steps
+        session.state = core.state_view(0, session.state)
+        return Step(move, turns, session.record_step(move, turns, before))
+
+
+@dataclass
+class Step:
+    """What one step of a session did (:meth:`Simulation.step`): the therapist's decoded move
+    (``None`` where nothing builds text), the client turns (empty where nothing records them)
+    and the new transcript rows (empty when not recording)."""
+
+    move: TherapistMove | None
+    turns: list[ClientTurn] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+
+
+def _turns_of(core: Core) -> list[ClientTurn]:
+    return [ClientTurn(slot, UTTERANCE_TYPES[utype], addressee) for slot, utype, addressee in core.turns(0)]
 
 
 def episode_key(np_random: np.random.Generator) -> int:
@@ -209,6 +295,11 @@ class Observer:
         """The ``Dict`` observation of a flat one (views of one copy of ``flat``)."""
         flat = flat.copy()
         return {key: flat[sl].reshape(shape) for key, (sl, shape) in self._slices.items()}
+
+    def unflatten_batch(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        """The batched ``Dict`` observation (``(N, *shape)`` copies) of ``(N, D)`` flat ones."""
+        n = flat.shape[0]
+        return {key: flat[:, sl].reshape(n, *shape).copy() for key, (sl, shape) in self._slices.items()}
 
     def flatten(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         """A ``Dict`` observation as the flat vector a flat-observation policy takes

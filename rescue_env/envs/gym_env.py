@@ -8,17 +8,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rescue_env.concurrency import call_blocking
 from rescue_env.config import EnvConfig
-from rescue_env.core import I_INTERVENED, I_INTERVENTIONS, I_STEP_INVALID, I_STREAK, I_T, next_key
 from rescue_env.data.schema import Dialogue, Row
-from rescue_env.dynamics.base import Behaviour, ClientTurn, TherapistMove
+from rescue_env.dynamics.base import Behaviour, TherapistMove
 from rescue_env.dynamics.params import DynamicsParams
-from rescue_env.envs.common import Simulation, check_action, episode_key, start_options
+from rescue_env.envs.common import Simulation, Step, check_action, episode_key, start_options
 from rescue_env.reward import RewardConfig
 from rescue_env.session import Session
 from rescue_env.state import GroupState
-from rescue_env.taxonomy.labels import UTTERANCE_TYPES
 
 
 class ResetNeeded(RuntimeError):
@@ -117,8 +114,7 @@ class GroupSupportEnv(gym.Env):
         self.action_space = spaces.Discrete(self.sim.encoding.n_actions)
         self.render_mode = self.config.render_mode
         self.session: Session | None = None
-        self._actions = np.zeros(1, np.int64)
-        self._key: int | None = None
+        self._started = False  # a reset without a seed chains its key from the last episode's
         self._done = False
         self._text = ""
         self._last: tuple[TherapistMove, list[Row]] | None = None
@@ -155,8 +151,8 @@ class GroupSupportEnv(gym.Env):
     def action_mask_factored(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(intervene[2], target[T], strategy[S])`` masks for factored action heads (also
         in the reset ``info``; constant within an episode since the group is fixed)."""
-        n = self._session().n
-        return tuple(m.copy() for m in self.core.factored_tables[n])  # type: ignore[return-value]
+        self._session()
+        return self.core.factored_masks(0)
 
     def action_masks(self) -> np.ndarray:
         """Boolean mask of valid actions (the method sb3-contrib's MaskablePPO calls)."""
@@ -181,8 +177,8 @@ class GroupSupportEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         dialogue, row = start_options(self.sim.starts, options)
-        key = episode_key(self.np_random) if seed is not None or self._key is None else int(next_key(np.uint64(self._key)))
-        self._key = key
+        key = episode_key(self.np_random) if seed is not None or not self._started else self.core.next_episode_key(0)
+        self._started = True
         self.core.reset([0], [key], [dialogue], [row])
         self.session = self._new_session(key)
         self._done = False
@@ -202,74 +198,50 @@ class GroupSupportEnv(gym.Env):
         return self.sim.observer.unflatten(self.core.obs[0])
 
     def step(self, action):
-        move, before = self._begin_step(action)
-        turns = self._calibrated_step() if self.backend is None else call_blocking(self._respond(move, before))
-        return self._end_step(move, turns, before)
+        return self.play(action)
 
-    async def astep(self, action, *, therapist_text: str = ""):
+    def play(self, action: Any, behaviours: dict[int, Behaviour | None] | None = None):
+        """:meth:`step` with client agents' turns: ``behaviours`` ``{slot: Behaviour}`` (or
+        ``None``: silent) fix those slots' turns, the client model plays the others (the
+        PettingZoo env's step)."""
+        session, a = self._check_step(action)
+        step = self.sim.step(self.core, session, a, text=self._take_text(), behaviours=behaviours)
+        return self._result(session, step)
+
+    async def astep(self, action, *, therapist_text: str = "", behaviours: dict[int, Behaviour | None] | None = None):
         """:meth:`step` as a coroutine: an LLM client model's calls are awaited, so many
-        episodes share one event loop. ``therapist_text`` as with :meth:`say`."""
+        episodes share one event loop. ``therapist_text`` as with :meth:`say`; ``behaviours``
+        as with :meth:`play`."""
         if therapist_text:
             self.say(therapist_text)
-        move, before = self._begin_step(action)
-        turns = self._calibrated_step() if self.backend is None else await self._respond(move, before)
-        return self._end_step(move, turns, before)
+        session, a = self._check_step(action)
+        step = await self.sim.astep(self.core, session, a, text=self._take_text(), behaviours=behaviours)
+        return self._result(session, step)
 
-    def _begin_step(self, action: Any) -> tuple[TherapistMove | None, str | None]:
-        """Check the action; the decoded move only where text is built (transcript, LLM)."""
+    def _check_step(self, action: Any) -> tuple[Session, int]:
         session = self._session()
         if self._done:
             raise ResetNeeded("the episode has ended (terminated or truncated): call reset() before step()")
-        a = check_action(action, self.encoding.n_actions, self.action_space)
-        self._actions[0] = a
-        move = None
-        if self.config.record_transcript or self.backend is not None:
-            move, _ = session.move_for(a, self._text)
-        self._text = ""
-        return move, session.state.pattern
+        return session, check_action(action, self.encoding.n_actions, self.action_space)
 
-    def _calibrated_step(self) -> list[ClientTurn]:
-        """The whole step in the core; the client turns only where a transcript wants them."""
-        self.core.step(self._actions)
-        return self._model_turns() if self.config.record_transcript else []
+    def _take_text(self) -> str:
+        text, self._text = self._text, ""
+        return text
 
-    def _model_turns(self) -> list[ClientTurn]:
-        return [ClientTurn(slot, UTTERANCE_TYPES[utype], addressee) for slot, utype, addressee in self.core.turns(0)]
-
-    async def _respond(self, move: TherapistMove, pattern_before: str | None, behaviours: dict[int, Behaviour | None] | None = None) -> list[ClientTurn]:
-        """The LLM client model's step: the calibrated transition says who speaks (and moves
-        the silent members), the speakers' self-reports set their distress and stances."""
-        session = self._session()
-        self.core.transition(self._actions)
-        session.state = self.core.state_view(0, session.state)
-        turns = await self.backend.arespond(
-            session, move, self._model_turns(), pattern_before=pattern_before, seed=self.core.step_seed(0), behaviours=behaviours
-        )
-        st = session.state
-        self.core.set_state(0, distress=st.distress, stance=st.stance, pattern=st.pattern)
-        self.core.set_turns(0, [(t.slot, UTTERANCE_TYPES.index(t.utterance_type), t.addressee) for t in turns])
-        self.core.finish()
-        return turns
-
-    def _end_step(self, move: TherapistMove, turns: list[ClientTurn], pattern_before: str | None):
-        session = self._session()
+    def _result(self, session: Session, step: Step):
         core = self.core
-        i = core.I[0]
-        session.t, session.streak, session.n_interventions = int(i[I_T]), int(i[I_STREAK]), int(i[I_INTERVENTIONS])
-        # a new state object per step: the one in this info is not changed by later steps
-        session.state = core.state_view(0, session.state)
-        rows = session.record_step(move, turns, pattern_before)
-        self._last = (move, rows)
+        self._last = (step.move, step.rows)
         terminated, truncated = bool(core.terminated[0]), bool(core.truncated[0])
+        intervened, invalid = core.step_flags(0)
         info: dict[str, Any] = {
             "state": session.state,
             "action_mask": core.mask_table_int8[session.n].copy(),
             "sigma": core.step_components(0),
-            "intervened": bool(i[I_INTERVENED]),
-            "invalid_action": bool(i[I_STEP_INVALID]),
+            "intervened": intervened,
+            "invalid_action": invalid,
         }
         if self.config.record_transcript:
-            info["rows"] = rows
+            info["rows"] = step.rows
         if terminated or truncated:
             self._done = True
             stats = core.stats(0)

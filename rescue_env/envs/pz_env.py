@@ -34,8 +34,6 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils import wrappers
 from pettingzoo.utils.conversions import parallel_to_aec
 
-from rescue_env.concurrency import call_blocking
-from rescue_env.core import FREE, SILENT
 from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, Behaviour
 from rescue_env.envs.common import check_action
 from rescue_env.envs.gym_env import GroupSupportEnv, ResetNeeded
@@ -135,7 +133,7 @@ class GroupSupportParallelEnv(ParallelEnv):
 
     # observations -------------------------------------------------------------------------------
     def _observations(self, shared: dict[str, np.ndarray]) -> dict[str, Any]:
-        session = self.single._session()
+        session = self.single.session
         obs: dict[str, Any] = {THERAPIST_AGENT: {"observation": shared, "action_mask": self._therapist_mask.copy()}}
         cap = self.encoding.max_members
         for i in range(session.n):
@@ -145,14 +143,14 @@ class GroupSupportParallelEnv(ParallelEnv):
         return obs
 
     def _client_infos(self, infos: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for i, name in enumerate(self.single._session().members):
+        for i, name in enumerate(self.single.session.members):
             infos[f"client_{i}"] = {"name": name}
         return infos
 
     # API ----------------------------------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         shared, info = self.single.reset(seed=seed, options=options)
-        n = self.single._session().n
+        n = self.single.session.n
         self._therapist_mask = info["action_mask"]
         self._client_masks = [self._client_mask(i, n) for i in range(n)]
         self.agents = [THERAPIST_AGENT] + [f"client_{i}" for i in range(n)]
@@ -167,9 +165,8 @@ class GroupSupportParallelEnv(ParallelEnv):
         if unknown:
             raise ValueError(f"actions for agents not in the episode: {sorted(unknown)}; live agents are {self.agents}")
         single = self.single
-        session = single._session()
+        session = single.session
         n = session.n
-        core = single.core
         behaviours: dict[int, Behaviour | None] = {}
         for i in range(n):
             agent = f"client_{i}"
@@ -177,20 +174,8 @@ class GroupSupportParallelEnv(ParallelEnv):
                 a = check_action(actions[agent], len(self._client_masks[i]), self._action_spaces[agent])
                 # a masked client action (oneself, an absent member) is played as silence
                 behaviours[i] = self.decode_client_action(a) if self._client_masks[i][a] else None
-        move, before = single._begin_step(actions[THERAPIST_AGENT])
         # slots absent from `behaviours` are played by the client model
-        core.BT[0, :] = FREE
-        for i, b in behaviours.items():
-            core.BT[0, i] = SILENT if b is None else b.utterance_type
-            core.BA[0, i] = 0 if b is None else b.addressee
-        try:
-            if single.backend is None:
-                turns = single._calibrated_step()
-            else:
-                turns = call_blocking(single._respond(move, before, behaviours or None))
-        finally:
-            core.BT[0, :] = FREE
-        shared, reward, terminated, truncated, info = single._end_step(move, turns, before)
+        shared, reward, terminated, truncated, info = single.play(actions[THERAPIST_AGENT], behaviours)
         st = session.state
         rewards = {THERAPIST_AGENT: float(reward)}
         beta = single.reward_cfg.beta

@@ -47,10 +47,10 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from rescue_env.config import EnvConfig
-from rescue_env.core import I_N, SAME_STEP
+from rescue_env.core import SAME_STEP
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.params import DynamicsParams
-from rescue_env.envs.vector import _Batch
+from rescue_env.envs.vector import Batch
 from rescue_env.reward import RewardConfig
 
 #: attributes every session shares, readable through ``get_attr``
@@ -88,7 +88,7 @@ class GroupSupportVecEnv(VecEnv):
     ):
         if scenario is not None:
             settings["scenario"] = scenario
-        self._batch = _Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
+        self._batch = Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
         sim = self._batch.sim
         self.render_mode = None  # the batched envs do not render
         super().__init__(self._batch.n, sim.observer.flat_space, spaces.Discrete(sim.encoding.n_actions))
@@ -196,7 +196,7 @@ class GroupSupportVecEnv(VecEnv):
         if name == "action_masks":
             return core.masks()[i]
         if name == "action_mask_factored":
-            return tuple(m.copy() for m in core.factored_tables[int(core.I[i, I_N])])
+            return core.factored_masks(i)
         return core.stats(i)
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:

@@ -16,7 +16,7 @@ each later episode's key chains from the previous one, exactly as a ``GroupSuppo
 reset without a seed. Masks: :meth:`action_masks` (``(N, A)`` bool) and ``infos["action_mask"]``.
 
 The SB3 ``VecEnv`` for training (:class:`~rescue_env.envs.vec_env.GroupSupportVecEnv`) runs
-the same :class:`_Batch` with SB3's conventions (flat observations, same-step auto-reset).
+the same :class:`Batch` with SB3's conventions (flat observations, same-step auto-reset).
 """
 
 from __future__ import annotations
@@ -30,15 +30,16 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rescue_env.config import EnvConfig
-from rescue_env.core import F_PEAK, F_RETURN, I_DONE, I_INTERVENTIONS, I_INVALID, I_N, I_T, NEXT_STEP, RUNNING, Core, next_key
+from rescue_env.core import NEXT_STEP, Core
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.params import DynamicsParams
 from rescue_env.envs.common import Simulation, episode_key, start_options
 from rescue_env.reward import RewardConfig
 
 
-class _Batch:
-    """N calibrated sessions: the simulation, its core, and the episode keys' seeding."""
+class Batch:
+    """N calibrated sessions: the simulation, its core, and the episode keys' seeding (what
+    both batched envs are built on)."""
 
     def __init__(
         self,
@@ -78,7 +79,7 @@ class _Batch:
             if seed is not None or not self.started[e]:
                 keys.append(episode_key(seeding.np_random(seed)[0]))
             else:
-                keys.append(int(next_key(self.core.KEY[e])))
+                keys.append(self.core.next_episode_key(e))
         self.core.reset(idx, keys, [dialogue] * len(idx), [row] * len(idx))
         self.started[idx] = True
 
@@ -130,7 +131,7 @@ class GroupSupportVectorEnv(VectorEnv):
                 f"max_episode_steps={max_episode_steps} but horizon={horizon}: the env truncates at its horizon; "
                 f"pass both with the same value (gym.make_vec(id, ..., horizon={horizon}, max_episode_steps={horizon}))"
             )
-        self._batch = _Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
+        self._batch = Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
         sim = self._batch.sim
         self.num_envs = self._batch.n
         self.single_observation_space = sim.observer.space
@@ -138,7 +139,6 @@ class GroupSupportVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.render_mode = None
-        self._slices = [(key, sl, shape) for key, (sl, shape) in sim.observer._slices.items()]
         self._idx = np.arange(self.num_envs)
 
     @property
@@ -159,9 +159,7 @@ class GroupSupportVectorEnv(VectorEnv):
         self._batch.core.set_reward(value)
 
     def _obs(self) -> dict[str, np.ndarray]:
-        flat = self._batch.core.obs
-        n = self.num_envs
-        return {key: flat[:, sl].reshape(n, *shape).copy() for key, sl, shape in self._slices}
+        return self._batch.sim.observer.unflatten_batch(self._batch.core.obs)
 
     def action_masks(self) -> np.ndarray:
         """``(num_envs, n_actions)`` boolean masks of the current groups."""
@@ -192,18 +190,12 @@ class GroupSupportVectorEnv(VectorEnv):
         core.step(acts, NEXT_STEP)
         terminated = core.terminated.copy()
         truncated = core.truncated.copy()
-        infos: dict[str, Any] = {"action_mask": core.mask_table_int8[core.I[:, I_N]]}
-        ended = core.I[:, I_DONE] != RUNNING
+        infos: dict[str, Any] = {"action_mask": core.masks_int8()}
+        ended = terminated | truncated
         if ended.any():
             # the ended episodes' figures as arrays (gymnasium's vector info layout: a value
             # array and a "_key" mask); a per-episode dict would cost more than the step
-            for key, values in (
-                ("sigma_return", core.F[:, F_RETURN]),
-                ("episode_steps", core.I[:, I_T]),
-                ("peak_max_distress", core.F[:, F_PEAK]),
-                ("interventions", core.I[:, I_INTERVENTIONS]),
-                ("invalid_actions", core.I[:, I_INVALID]),
-            ):
+            for key, values in core.episode_arrays().items():
                 infos[key] = np.where(ended, values, 0)
                 infos["_" + key] = ended.copy()
         return self._obs(), core.rewards.copy(), terminated, truncated, infos

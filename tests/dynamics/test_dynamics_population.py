@@ -62,7 +62,7 @@ def test_backfiring_clients_exist_at_the_fitted_spread():
     st = _state("couple")
     for e in range(2000):
         core.load(e, st, key=e)
-    assert 0.01 < np.mean(core.TR[:, 0, 0] < 0) < 0.5
+    assert 0.01 < np.mean(core.state.traits[:, 0, 0] < 0) < 0.5
 
 
 def test_traits_are_drawn_from_the_episode_key():

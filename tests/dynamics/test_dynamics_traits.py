@@ -42,9 +42,9 @@ def test_heterogeneity_zero_gives_neutral_baseline_and_warmth_and_the_seed_start
                 assert np.all(traits["baseline"] != 0.0)
                 assert np.all(traits["warmth"][~np.eye(n, dtype=bool)] != 0.0)
                 np.testing.assert_array_equal(np.diag(traits["warmth"]), 0.0)
-            np.testing.assert_allclose(env.core.D[0, :n], np.clip(start.distress + traits["baseline"], 0.0, 1.0), atol=1e-12)
+            np.testing.assert_allclose(env.core.state.distress[0, :n], np.clip(start.distress + traits["baseline"], 0.0, 1.0), atol=1e-12)
             # the session's state (what LLM clients and infos see) is the live start
-            np.testing.assert_allclose(env.session.state.distress, env.core.D[0, :n], atol=1e-12)
+            np.testing.assert_allclose(env.session.state.distress, env.core.state.distress[0, :n], atol=1e-12)
 
 
 @pytest.mark.parametrize("scenario", ["couple", "family"])
@@ -55,19 +55,19 @@ def test_traits_are_deterministic_per_key_and_spread_as_fitted(scenario, make_st
     assert params.baseline_sd > 0 and params.warmth_sd > 0
     for h in (1.0, 2.0):
         core, n = _traits_of_many(scenario, params, h, 4000, make_state)
-        base = core.TR[:, :n, 3]
+        base = core.state.traits[:, :n, 3]
         warm = np.stack([core.traits(e)["warmth"] for e in range(4000)])
         off = warm[:, ~np.eye(n, dtype=bool)]
         assert base.std() == pytest.approx(h * params.baseline_sd, rel=0.05)
         assert off.std() == pytest.approx(h * params.warmth_sd, rel=0.05)
         assert abs(base.mean()) < 0.05 * h * params.baseline_sd + 3 * h * params.baseline_sd / np.sqrt(base.size)
         # independent draws: no correlation with reactivity, nor between the two directions of a dyad
-        assert abs(np.corrcoef(base[:, 0], core.TR[:, 0, 0])[0, 1]) < 0.06
+        assert abs(np.corrcoef(base[:, 0], core.state.traits[:, 0, 0])[0, 1]) < 0.06
         assert abs(np.corrcoef(warm[:, 0, 1], warm[:, 1, 0])[0, 1]) < 0.06
     again, _ = _traits_of_many(scenario, params, 2.0, 50, make_state)
-    np.testing.assert_array_equal(again.TR[:50], core.TR[:50])
+    np.testing.assert_array_equal(again.state.traits[:50], core.state.traits[:50])
     other, _ = _traits_of_many(scenario, params, 2.0, 50, make_state, seed0=10_000)
-    assert not np.allclose(other.TR[:50, :n, 3], core.TR[:50, :n, 3])
+    assert not np.allclose(other.state.traits[:50, :n, 3], core.state.traits[:50, :n, 3])
 
 
 def test_an_edges_warmth_moves_that_edges_stance(fixed_params, make_state):
@@ -80,20 +80,20 @@ def test_an_edges_warmth_moves_that_edges_stance(fixed_params, make_state):
     for _ in range(steps):
         core.transition(np.zeros(200, np.int64))
     w = np.stack([core.traits(e)["warmth"] for e in range(200)])
-    np.testing.assert_allclose(core.G[:, 0, 1], steps * w[:, 0, 1], atol=1e-12)
-    np.testing.assert_allclose(core.G[:, 1, 0], steps * w[:, 1, 0], atol=1e-12)
+    np.testing.assert_allclose(core.state.stance[:, 0, 1], steps * w[:, 0, 1], atol=1e-12)
+    np.testing.assert_allclose(core.state.stance[:, 1, 0], steps * w[:, 1, 0], atol=1e-12)
     # the full default model (patterns, utterances, noise), warmth widened to see it in 20 steps
     sp = DynamicsParams.load()["couple"]
     from dataclasses import replace
 
     for warmth_sd, low in ((0.02, 0.5), (0.0, None)):
         core, n = _traits_of_many("couple", replace(sp, warmth_sd=warmth_sd), 1.0, 1000, make_state)
-        g0 = core.G[:, 0, 1].copy()
+        g0 = core.state.stance[:, 0, 1].copy()
         rng = np.random.default_rng(0)
         valid = np.flatnonzero(core.mask_table[2])
         for _ in range(20):
             core.transition(rng.choice(valid, 1000).astype(np.int64))
-        change = core.G[:, 0, 1] - g0
+        change = core.state.stance[:, 0, 1] - g0
         w = np.stack([core.traits(e)["warmth"] for e in range(1000)])
         if low is None:
             np.testing.assert_array_equal(w, 0.0)
