@@ -5,13 +5,16 @@ vector envs and the PettingZoo env take one (``config=``) or its fields as keywo
 arguments; ``rescue train`` and ``rescue rollout`` build one from the Hydra ``env`` group,
 whose schema is derived from this class (:func:`hydra_schema`).
 
-What is not a setting but an input stays a separate argument of the constructors: the seed
-data (``data_path``), the client model (``dynamics``, ``params``) and the reward weights
-(``reward``, a :class:`~rescue_env.reward.RewardConfig`).
+What an env is built from besides the settings are its inputs: the seed data
+(``data_path``), the client model (``dynamics``, ``params``, ``heterogeneity``) and the reward
+weights (``reward``, a :class:`~rescue_env.reward.RewardConfig`). :class:`EnvSpec` holds the
+settings and the inputs together; every adapter takes its fields as keyword arguments (or a
+ready ``spec=``), builds one with :meth:`EnvSpec.of`, and passes it on.
 """
 
 # no ``from __future__ import annotations``: OmegaConf reads these annotations as types
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Optional
 
@@ -86,6 +89,58 @@ class EnvConfig:
     def replace(self, **changes: Any) -> "EnvConfig":
         """A copy with ``changes`` (validated)."""
         return dataclasses.replace(self, **changes)
+
+
+def check_heterogeneity(value: Any) -> float:
+    """``dynamics.heterogeneity`` as a float: a finite number ≥ 0 (``ValueError`` otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= float(value) < math.inf):
+        raise ValueError(f"heterogeneity (dynamics.heterogeneity) must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything an env is built from: its settings and its inputs, listed once.
+
+    Attributes:
+        config: the settings (:class:`EnvConfig`).
+        dynamics: ``"calibrated"``, or a client-model object whose clients answer after the
+            calibrated transition (a :class:`~rescue_env.dynamics.base.ClientBackend`, e.g.
+            an :class:`~rescue_env.llm.backend.LLMBackend`).
+        params: the calibrated model's parameters (object or file; packaged defaults when
+            ``None``).
+        data_path: seed dialogues: a path, a list of paths or of
+            :class:`~rescue_env.data.schema.Dialogue`, or ``None`` (the bundled seeds).
+        reward: σ*'s weights (a :class:`~rescue_env.reward.RewardConfig` or a dict of them).
+        heterogeneity: spread of the clients drawn at reset (``dynamics.heterogeneity``:
+            0 = the mean client, 1 = the fitted population, > 1 wider, for domain
+            randomisation); see :mod:`rescue_env.dynamics.calibrated`.
+    """
+
+    config: EnvConfig
+    dynamics: Any = "calibrated"
+    params: Any = None
+    data_path: Any = None
+    reward: Any = None
+    heterogeneity: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "heterogeneity", check_heterogeneity(self.heterogeneity))
+
+    @classmethod
+    def of(cls, scenario: Optional[str] = None, spec: "EnvSpec | None" = None, **kwargs: Any) -> "EnvSpec":
+        """The spec of an adapter's arguments: ``scenario``, the inputs by name, and the
+        settings as ``config=`` and/or keywords (see :meth:`EnvConfig.of`); or a ready
+        ``spec`` alone. Unknown names raise ``TypeError``."""
+        if spec is not None:
+            if scenario is not None or kwargs:
+                raise TypeError(f"pass spec= alone, or the settings and inputs without it (got spec= and {sorted(kwargs) or ['scenario']})")
+            return spec
+        inputs = {f.name: kwargs.pop(f.name) for f in fields(cls) if f.name != "config" and f.name in kwargs}
+        config = kwargs.pop("config", None)
+        if scenario is not None:
+            kwargs["scenario"] = scenario
+        return cls(EnvConfig.of(config, **kwargs), **inputs)
 
 
 def hydra_schema(cls: type, name: Optional[str] = None) -> type:

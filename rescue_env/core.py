@@ -38,13 +38,18 @@ pattern draw), overwrite the speakers' distress and stances (and the pattern) wi
 from __future__ import annotations
 
 import math
+import os
 import sys
+import tempfile
 import threading
+import time
 from typing import Any, NamedTuple, Sequence
 
+import numba
 import numpy as np
 from numba import njit
 
+from rescue_env.config import check_heterogeneity
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.params import ScenarioParams
 from rescue_env.reward import RewardConfig
@@ -54,28 +59,47 @@ from rescue_env.taxonomy.labels import UTTERANCE_TYPES
 
 
 class _CompileNotice:
-    """Says on stderr, once per process, that numba is compiling, when a block it guards takes
-    longer than a warm cache would (a fresh install's first run)."""
+    """Says on stderr, once per process, that numba is compiling, when a block it guards keeps
+    the process busy longer than loading a warm cache does (a fresh install's first run).
+    CPU time, not wall time, decides: a loaded machine slows a warm load but does not make
+    it busy."""
 
-    AFTER_S = 2.0
+    CPU_S = 3.0
     printed = False
 
     def __enter__(self) -> _CompileNotice:
-        self._timer = threading.Timer(self.AFTER_S, self._say)
-        self._timer.daemon = True
-        self._timer.start()
+        self._done = threading.Event()
+        self._cpu0 = time.process_time()
+        threading.Thread(target=self._watch, daemon=True).start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._timer.cancel()
+        self._done.set()
 
-    @classmethod
-    def _say(cls) -> None:
-        if not cls.printed:
-            cls.printed = True
-            print("rescue_env: compiling the simulator (first run only, ~15 s; cached after)", file=sys.stderr, flush=True)
+    def _watch(self) -> None:
+        while not self._done.wait(0.5):
+            if time.process_time() - self._cpu0 >= self.CPU_S and not _CompileNotice.printed:
+                _CompileNotice.printed = True
+                print("rescue_env: compiling the simulator (first run only, ~15 s; cached after)", file=sys.stderr, flush=True)
+                return
 
 
+def _ensure_writable_cache() -> None:
+    """Where numba keeps the compiled kernels: beside this file (an editable install), else its
+    own fallback, the user's cache directory (a read-only install); where neither is
+    writable (a read-only install and home) a per-user temporary directory, rather than an
+    import that fails. ``NUMBA_CACHE_DIR`` set by the user wins."""
+    if numba.config.CACHE_DIR:
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for path in (os.path.join(here, "__pycache__"), here, user):
+        if os.path.isdir(path) and os.access(path, os.W_OK):
+            return
+    numba.config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"rescue_env-numba-{os.getuid() if hasattr(os, 'getuid') else 'user'}")
+
+
+_ensure_writable_cache()
 _import_notice = _CompileNotice().__enter__()
 
 
@@ -962,7 +986,7 @@ class Core:
     :meth:`masks` and the per-session views; :attr:`state` holds every array by name.
     """
 
-    def __init__(self, params: ScenarioParams, encoding: ActionEncoding, reward: RewardConfig, starts: StartTable | None, num_sessions: int, *, episode_end: Any, heterogeneity: float = 1.0):
+    def __init__(self, params: ScenarioParams, encoding: ActionEncoding, reward: RewardConfig, starts: StartTable | None, num_sessions: int, *, episode_end: Any, heterogeneity: float):
         self.params = params
         self.encoding = encoding
         self.starts = starts
@@ -1023,10 +1047,7 @@ class Core:
     def set_heterogeneity(self, heterogeneity: float) -> None:
         """Spread of the clients drawn at the next resets: 0 = every client is the mean
         client, 1 = the fitted population spread, > 1 wider (domain randomisation)."""
-        h = heterogeneity
-        if isinstance(h, bool) or not isinstance(h, (int, float, np.integer, np.floating)) or not (0.0 <= float(h) < math.inf):
-            raise ValueError(f"heterogeneity (dynamics.heterogeneity) must be a finite number >= 0, got {heterogeneity!r}")
-        self.tables.params[P_HETEROGENEITY] = self.heterogeneity = float(h)
+        self.tables.params[P_HETEROGENEITY] = self.heterogeneity = check_heterogeneity(heterogeneity)
 
     def set_reading_noise(self, sd: float) -> None:
         """The observation model's reading noise (sd around latent distress; 0: the policy sees

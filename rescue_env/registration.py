@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from rescue_env.config import EnvConfig
-
 ENV_IDS = {"rescue_env/Couple-v0": "couple", "rescue_env/Family-v0": "family"}
 
 
@@ -18,7 +16,6 @@ def register_envs() -> None:
                 entry_point="rescue_env.envs.gym_env:GroupSupportEnv",
                 vector_entry_point="rescue_env.envs.vector:GroupSupportVectorEnv",
                 kwargs={"scenario": scenario},
-                # the env's default horizon; gym.make(id, horizon=H) needs max_episode_steps=H too
-                # (the env refuses a TimeLimit that disagrees with its horizon)
-                max_episode_steps=EnvConfig.horizon,
+                # no max_episode_steps: the env truncates at its horizon (gym.make(id,
+                # horizon=H) plays H steps); a TimeLimit would be a second owner
             )

@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from rescue_env.data.schema import THERAPIST, Dialogue, EmotionRecord, Row, StrategyRecord, ViewpointRecord
 from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST, ClientTurn, TherapistMove
 from rescue_env.dynamics.text import EpisodeText, TextBank, attitude_for, tone_for
@@ -63,10 +61,8 @@ class Session:
         self.text_bank = text_bank if text_bank is not None else TextBank()
         self._text_seed = int(text_seed)
         self._text: EpisodeText | None = None
-        #: steps played, the therapist's current streak and interventions (kept by the env)
+        #: steps played (kept by the env)
         self.t = 0
-        self.streak = 0
-        self.n_interventions = 0
         self.rows: list[Row] = []
         if record:
             tracker = StateTracker(dialogue.scenario, self.members)
@@ -90,10 +86,6 @@ class Session:
         if self._text is None:
             self._text = self.text_bank.episode(self.dialogue, self.members, self._text_seed)
         return self._text
-
-    def action_mask(self) -> np.ndarray:
-        """Flat ``int8`` mask of the actions valid for this group."""
-        return self.encoding.mask(self.n)
 
     def move_for(self, action: int, text: str = "") -> tuple[TherapistMove, bool]:
         """Decode a flat action as the core plays it: an action masked out for this group is

@@ -166,7 +166,7 @@ class GroupState:
         n = len(self.members)
         if n < 2:
             return 0.0
-        # a plain left-to-right sum: the batched training kernel adds in the same order, so
+        # a plain left-to-right sum: the simulator core (rescue_env.core._sigma_star) adds in the same order, so
         # both give bit-equal rewards (numpy's pairwise sum and Python 3.12's sum() differ)
         total = 0.0
         for row in self.stance.tolist():

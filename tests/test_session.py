@@ -48,8 +48,10 @@ class _Episode:
 
     def step(self, action: int) -> SimpleNamespace:
         move, invalid = self.env.session.move_for(action)
-        _, _, _, _, info = self.env.step(action)
+        obs, _, _, _, info = self.env.step(action)
         turns = [SimpleNamespace(slot=s, utterance_type=UTTERANCE_TYPES[u], addressee=a) for s, u, a in self.env.core.turns(0)]
+        self.streak = round(float(obs["tempo"][1]) * 3)  # the observation's streak (capped at 3)
+        self.n_interventions = self.env.episode_stats()["interventions"]
         return SimpleNamespace(rows=info.get("rows", []), move=move, invalid_action=info["invalid_action"], turns=turns)
 
 

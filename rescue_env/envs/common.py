@@ -3,7 +3,6 @@ model, spaces, reset options and action checks (:class:`Simulation`)."""
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -15,13 +14,13 @@ from gymnasium import spaces
 from rescue_env.data.groups import check_group_sizes
 from rescue_env.data.loader import load_dialogues, resolve_data_path
 from rescue_env.data.schema import Dialogue
-from rescue_env.config import EnvConfig
+from rescue_env.config import EnvSpec
 from rescue_env.concurrency import call_blocking
 from rescue_env.core import Core, StartTable, write_observation
 from rescue_env.data.schema import Row
 from rescue_env.dynamics.base import Behaviour, ClientBackend, ClientTurn, TherapistMove
 from rescue_env.dynamics.calibrated import CalibratedModel
-from rescue_env.dynamics.params import DynamicsParams, ScenarioParams, scenario_params
+from rescue_env.dynamics.params import scenario_params
 from rescue_env.dynamics.text import TextBank
 from rescue_env.reward import RewardConfig
 from rescue_env.session import Session
@@ -67,37 +66,17 @@ def _cached_starts(key: str, scenario: str, cap: int, min_prefix: int) -> StartT
 
 
 class Simulation:
-    """What an env is built from: settings, seed data and start states, the calibrated
-    parameters, the client model, the reward, spaces. Every adapter makes one, then a
-    :class:`~rescue_env.core.Core` of its size with :meth:`core`.
+    """What an env is built from (an :class:`~rescue_env.config.EnvSpec`: settings, seed
+    data, the client model, the reward) made ready: start states, the calibrated parameters,
+    the action encoding, spaces. Every adapter makes one, then a
+    :class:`~rescue_env.core.Core` of its size with :meth:`core`, and plays a single session's
+    steps with :meth:`step` / :meth:`astep`."""
 
-    Args:
-        config: the env settings.
-        dynamics: ``"calibrated"``, or a client-model object whose clients respond after the
-            calibrated transition (an :class:`~rescue_env.llm.backend.LLMBackend`).
-        params: calibrated parameters (object or file; packaged defaults when ``None``).
-        data_path: seed dialogues: a path, a list of :class:`Dialogue`, or ``None`` (bundled).
-        reward: σ*'s weights (a :class:`RewardConfig` or a dict of them).
-        heterogeneity: spread of the clients drawn at reset (``dynamics.heterogeneity``:
-            0 = the mean client, 1 = the fitted population, > 1 wider, for domain
-            randomisation); see :mod:`rescue_env.dynamics.calibrated`.
-    """
-
-    def __init__(
-        self,
-        config: EnvConfig,
-        *,
-        dynamics: Any = "calibrated",
-        params: DynamicsParams | ScenarioParams | str | None = None,
-        data_path: str | Sequence[Dialogue] | None = None,
-        reward: RewardConfig | dict[str, float] | None = None,
-        heterogeneity: float = 1.0,
-    ):
-        self.config = config
-        h = heterogeneity
-        if isinstance(h, bool) or not isinstance(h, (int, float)) or not (0.0 <= float(h) < math.inf):
-            raise ValueError(f"heterogeneity (dynamics.heterogeneity) must be a finite number >= 0, got {h!r}")
-        self.heterogeneity = float(h)
+    def __init__(self, spec: EnvSpec):
+        self.spec = spec
+        self.config = config = spec.config
+        self.heterogeneity = spec.heterogeneity
+        dynamics, params, data_path, reward = spec.dynamics, spec.params, spec.data_path, spec.reward
         scenario = config.scenario
         if isinstance(dynamics, str):
             if dynamics != "calibrated":
@@ -240,7 +219,10 @@ def start_options(starts: StartTable, options: dict[str, Any] | None) -> tuple[i
     dialogue = starts.index_of(options["dialogue"]) if "dialogue" in options else -1
     row = -1
     if "start_row" in options:
-        row = int(options["start_row"])
+        row = options["start_row"]
+        if isinstance(row, (bool, np.bool_)) or not isinstance(row, (int, np.integer)):
+            raise ValueError(f"reset option start_row must be an integer row count, got {row!r} ({type(row).__name__})")
+        row = int(row)
         if dialogue < 0:
             raise ValueError("reset option 'start_row' needs 'dialogue' too (cut rows differ between dialogues)")
         n_rows = len(starts.dialogues[dialogue].rows)
@@ -251,13 +233,18 @@ def start_options(starts: StartTable, options: dict[str, Any] | None) -> tuple[i
 
 def check_action(action: Any, n_actions: int, space: Any) -> int:
     """``action`` as an ``int`` in ``0..n_actions-1``; ``ValueError`` naming the space
-    otherwise (floats with a fraction, arrays of several values, out of range)."""
+    otherwise: not an integer (floats with a fraction, strings, booleans of any kind, arrays
+    of several values) or out of range (the message gives the range)."""
+    if isinstance(action, (bool, np.bool_)) or (isinstance(action, np.ndarray) and action.dtype == np.bool_):
+        raise ValueError(f"action {action!r} is a boolean, not an integer in {space}")
     try:
         a = int(action)
     except (TypeError, ValueError):
         raise ValueError(f"action {action!r} is not an integer in {space}") from None
-    if isinstance(action, bool) or a != action or not 0 <= a < n_actions:
+    if isinstance(action, str) or a != action:
         raise ValueError(f"action {action!r} is not an integer in {space}")
+    if not 0 <= a < n_actions:
+        raise ValueError(f"action {action!r} is out of range: {space} takes 0..{n_actions - 1}")
     return a
 
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rescue_env.config import EnvConfig
-from rescue_env.data.schema import Dialogue, Row
+from rescue_env.config import EnvSpec
+from rescue_env.data.schema import Row
 from rescue_env.dynamics.base import Behaviour, TherapistMove
-from rescue_env.dynamics.params import DynamicsParams
 from rescue_env.envs.common import Simulation, Step, check_action, episode_key, start_options
 from rescue_env.reward import RewardConfig
 from rescue_env.session import Session
@@ -62,7 +61,8 @@ class GroupSupportEnv(gym.Env):
     ## Episode End
     ``terminated`` when the group settles (every member's distress below
     ``settle_threshold`` for ``settle_steps`` steps; off with ``terminate_on_settle=False``);
-    ``truncated`` at ``horizon`` steps. The final ``info`` carries ``sigma_return`` (discounted
+    ``truncated`` at ``horizon`` steps: the env owns truncation (the ids are registered
+    without ``max_episode_steps``, so ``gym.make(id, horizon=H)`` plays H steps). The final ``info`` carries ``sigma_return`` (discounted
     with ``reward.gamma``) and ``episode_stats`` (components, final and peak worst-off
     distress, untended turns…; not ``episode``, which SB3's ``Monitor`` and gymnasium's
     ``RecordEpisodeStatistics`` own).
@@ -75,14 +75,12 @@ class GroupSupportEnv(gym.Env):
     ``record_transcript=True`` also ``rows`` (the new benchmark rows).
 
     ## Arguments
-    ``scenario`` ("couple"/"family") and the other settings of
-    :class:`~rescue_env.config.EnvConfig` (``horizon`` 30, ``max_members``, ``min_prefix`` 2,
-    ``settle_threshold`` 0.2, ``settle_steps`` 3, ``terminate_on_settle``,
-    ``record_transcript``, ``render_mode``) as keywords or as ``config=EnvConfig(...)``;
-    ``dynamics`` ("calibrated" or an LLM client model), ``params`` (parameter file or
-    object of the calibrated model), ``heterogeneity`` (spread of the clients drawn at reset:
-    0 = the mean client, 1 = the fitted population, > 1 wider), ``data_path`` (seed dialogues: a path or a list of
-    :class:`Dialogue`), ``reward`` (:class:`RewardConfig` or dict).
+    The fields of :class:`~rescue_env.config.EnvSpec`, as keywords: ``scenario``
+    ("couple"/"family") and the other settings of :class:`~rescue_env.config.EnvConfig`
+    (``horizon`` 30, ``max_members``, ``min_prefix`` 2, ``settle_threshold`` 0.2,
+    ``settle_steps`` 3, ``terminate_on_settle``, ``record_transcript``, ``render_mode``) or
+    ``config=EnvConfig(...)``; the inputs ``dynamics``, ``params``, ``heterogeneity``,
+    ``data_path``, ``reward``; or a ready ``spec=EnvSpec(...)``.
 
     The batched path is the vector env: ``gym.make_vec(id, num_envs=N,
     vectorization_mode="vector_entry_point")`` (:class:`~rescue_env.envs.vector.GroupSupportVectorEnv`),
@@ -94,21 +92,8 @@ class GroupSupportEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 2}
 
-    def __init__(
-        self,
-        scenario: str | None = None,
-        *,
-        config: EnvConfig | None = None,
-        dynamics: Any = "calibrated",
-        params: DynamicsParams | str | None = None,
-        heterogeneity: float = 1.0,
-        data_path: str | Sequence[Dialogue] | None = None,
-        reward: RewardConfig | dict[str, float] | None = None,
-        **settings: Any,
-    ):
-        if scenario is not None:
-            settings["scenario"] = scenario
-        self.sim = Simulation(EnvConfig.of(config, **settings), dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
+    def __init__(self, scenario: str | None = None, **kwargs: Any):
+        self.sim = Simulation(EnvSpec.of(scenario, **kwargs))
         self.core = self.sim.core(1)
         self.observation_space = self.sim.observer.space
         self.action_space = spaces.Discrete(self.sim.encoding.n_actions)

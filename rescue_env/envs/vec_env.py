@@ -46,10 +46,8 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
-from rescue_env.config import EnvConfig
+from rescue_env.config import EnvSpec
 from rescue_env.core import SAME_STEP
-from rescue_env.data.schema import Dialogue
-from rescue_env.dynamics.params import DynamicsParams
 from rescue_env.envs.vector import Batch
 from rescue_env.reward import RewardConfig
 
@@ -67,28 +65,13 @@ class GroupSupportVecEnv(VecEnv):
         num_envs: number of parallel sessions.
         seed: seeds the first reset (env ``i`` gets ``seed + i``), like ``make_vec_env``;
             ``None`` leaves seeding to :meth:`seed` or to fresh entropy.
-        config, params, data_path, reward, **settings: as for
+        **kwargs: the fields of :class:`~rescue_env.config.EnvSpec`, as for
             :class:`~rescue_env.envs.gym_env.GroupSupportEnv` (calibrated model only; no
             transcript, no rendering).
     """
 
-    def __init__(
-        self,
-        scenario: str | None = None,
-        num_envs: int = 8,
-        *,
-        seed: int | None = None,
-        config: EnvConfig | None = None,
-        dynamics: Any = "calibrated",
-        params: DynamicsParams | str | None = None,
-        heterogeneity: float = 1.0,
-        data_path: str | Sequence[Dialogue] | None = None,
-        reward: RewardConfig | dict[str, float] | None = None,
-        **settings: Any,
-    ):
-        if scenario is not None:
-            settings["scenario"] = scenario
-        self._batch = Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
+    def __init__(self, scenario: str | None = None, num_envs: int = 8, *, seed: int | None = None, **kwargs: Any):
+        self._batch = Batch(num_envs, EnvSpec.of(scenario, **kwargs))
         sim = self._batch.sim
         self.render_mode = None  # the batched envs do not render
         super().__init__(self._batch.n, sim.observer.flat_space, spaces.Discrete(sim.encoding.n_actions))

@@ -29,10 +29,8 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rescue_env.config import EnvConfig
+from rescue_env.config import EnvConfig, EnvSpec
 from rescue_env.core import NEXT_STEP, Core
-from rescue_env.data.schema import Dialogue
-from rescue_env.dynamics.params import DynamicsParams
 from rescue_env.envs.common import Simulation, episode_key, start_options
 from rescue_env.reward import RewardConfig
 
@@ -41,27 +39,15 @@ class Batch:
     """N calibrated sessions: the simulation, its core, and the episode keys' seeding (what
     both batched envs are built on)."""
 
-    def __init__(
-        self,
-        num_envs: int,
-        config: EnvConfig | None,
-        settings: dict[str, Any],
-        *,
-        dynamics: Any,
-        params: DynamicsParams | str | None,
-        heterogeneity: float = 1.0,
-        data_path: str | Sequence[Dialogue] | None,
-        reward: RewardConfig | dict[str, float] | None,
-    ):
+    def __init__(self, num_envs: int, spec: EnvSpec):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer ≥ 1, got {num_envs!r}")
-        config = EnvConfig.of(config, **settings)
-        if config.record_transcript or config.render_mode is not None:
+        if spec.config.record_transcript or spec.config.render_mode is not None:
             # transcripts and rendering are for single episodes (rollouts); batches are for speed
             raise ValueError("the batched envs neither record transcripts nor render: use GroupSupportEnv (or gym.make_vec(..., vectorization_mode='sync')) for that")
-        if not (isinstance(dynamics, str) and dynamics == "calibrated"):
+        if not (isinstance(spec.dynamics, str) and spec.dynamics == "calibrated"):
             raise ValueError("the batched envs run the calibrated model only; LLM clients run in GroupSupportEnv (see `rescue rollout dynamics=llm`)")
-        self.sim = Simulation(config, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
+        self.sim = Simulation(spec)
         self.n = int(num_envs)
         self.core: Core = self.sim.core(self.n)
         self.started = np.zeros(self.n, bool)
@@ -99,39 +85,22 @@ class GroupSupportVectorEnv(VectorEnv):
 
     Args:
         num_envs: N.
-        scenario, config, dynamics, params, data_path, reward, **settings: as for
+        scenario, **kwargs: the fields of :class:`~rescue_env.config.EnvSpec`, as for
             :class:`~rescue_env.envs.gym_env.GroupSupportEnv` (the calibrated model only;
             no transcript, no rendering).
-        max_episode_steps: what ``gym.make_vec`` passes from the registration; it must
-            equal the horizon (the env truncates at its horizon).
+        max_episode_steps: refused unless it equals the horizon: the env truncates at its
+            horizon (pass ``horizon=``).
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
-    def __init__(
-        self,
-        num_envs: int = 8,
-        scenario: str | None = None,
-        *,
-        config: EnvConfig | None = None,
-        dynamics: Any = "calibrated",
-        params: DynamicsParams | str | None = None,
-        heterogeneity: float = 1.0,
-        data_path: str | Sequence[Dialogue] | None = None,
-        reward: RewardConfig | dict[str, float] | None = None,
-        max_episode_steps: int | None = None,
-        **settings: Any,
-    ):
-        if scenario is not None:
-            settings["scenario"] = scenario
-        horizon = EnvConfig.of(config, **settings).horizon
+    def __init__(self, num_envs: int = 8, scenario: str | None = None, *, max_episode_steps: int | None = None, **kwargs: Any):
+        spec = EnvSpec.of(scenario, **kwargs)
+        horizon = spec.config.horizon
         if max_episode_steps is not None and max_episode_steps != horizon:
-            # gym.make_vec passes the registered max_episode_steps (the default horizon)
-            raise ValueError(
-                f"max_episode_steps={max_episode_steps} but horizon={horizon}: the env truncates at its horizon; "
-                f"pass both with the same value (gym.make_vec(id, ..., horizon={horizon}, max_episode_steps={horizon}))"
-            )
-        self._batch = Batch(num_envs, config, settings, dynamics=dynamics, params=params, data_path=data_path, reward=reward, heterogeneity=heterogeneity)
+            # one owner of truncation: the env, at its horizon
+            raise ValueError(f"max_episode_steps={max_episode_steps} but horizon={horizon}: the env truncates at its horizon; pass horizon={max_episode_steps} instead of max_episode_steps")
+        self._batch = Batch(num_envs, spec)
         sim = self._batch.sim
         self.num_envs = self._batch.n
         self.single_observation_space = sim.observer.space

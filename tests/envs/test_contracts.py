@@ -18,9 +18,9 @@ ENV_IDS = {"couple": "rescue_env/Couple-v0", "family": "rescue_env/Family-v0"}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_spec_sets_max_episode_steps_and_the_vector_entry_point(scenario):
+def test_spec_leaves_truncation_to_the_env_and_sets_the_vector_entry_point(scenario):
     spec = gym.spec(ENV_IDS[scenario])
-    assert spec.max_episode_steps == GroupSupportEnv(scenario).horizon
+    assert spec.max_episode_steps is None  # one owner of truncation: the env, at its horizon
     assert spec.vector_entry_point is not None
     envs = gym.make_vec(ENV_IDS[scenario], num_envs=3, vectorization_mode="vector_entry_point")
     assert isinstance(envs, GroupSupportVectorEnv) and envs.num_envs == 3
@@ -51,10 +51,19 @@ def test_vector_entry_point_and_sync_give_the_same_episodes(scenario):
     assert ends >= 4
 
 
-def test_make_vec_with_another_horizon_needs_max_episode_steps():
-    with pytest.raises(ValueError, match="max_episode_steps"):
-        gym.make_vec(ENV_IDS["couple"], num_envs=2, vectorization_mode="vector_entry_point", horizon=8, terminate_on_settle=False)
-    envs = gym.make_vec(ENV_IDS["couple"], num_envs=2, vectorization_mode="vector_entry_point", horizon=8, max_episode_steps=8, terminate_on_settle=False)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_make_with_a_horizon_plays_that_many_steps(scenario):
+    env = gym.make(ENV_IDS[scenario], horizon=50, terminate_on_settle=False)
+    env.reset(seed=0)
+    for t in range(50):
+        _, _, term, trunc, _ = env.step(0)
+        assert trunc == (t == 49) and not term, t
+
+
+def test_make_vec_with_another_horizon_truncates_there_and_refuses_a_disagreeing_limit():
+    with pytest.raises(ValueError, match="pass horizon=8"):
+        gym.make_vec(ENV_IDS["couple"], num_envs=2, vectorization_mode="vector_entry_point", max_episode_steps=8, terminate_on_settle=False)
+    envs = gym.make_vec(ENV_IDS["couple"], num_envs=2, vectorization_mode="vector_entry_point", horizon=8, terminate_on_settle=False)
     envs.reset(seed=0)
     for t in range(8):
         _, _, term, trunc, _ = envs.step(np.zeros(2, np.int64))

@@ -131,17 +131,20 @@ def test_aec_api_test(scenario):
     api_test(aec_env(scenario=scenario), num_cycles=100)
 
 
-def test_the_env_settings_are_listed_once():
-    """Every constructor takes the EnvConfig settings as keywords (or ``config=``) and lists
-    none of them itself; an unknown setting is refused by name."""
-    from rescue_env.config import EnvConfig
+def test_the_env_settings_and_inputs_are_listed_once():
+    """Every constructor takes the EnvSpec fields (the EnvConfig settings and the inputs) as
+    keywords and lists none of them itself; an unknown name is refused by name."""
+    from rescue_env.config import EnvConfig, EnvSpec
     from rescue_env.envs import GroupSupportVecEnv, GroupSupportVectorEnv
 
-    settings = {f.name for f in dataclasses.fields(EnvConfig)}
-    for ctor in (GroupSupportEnv, GroupSupportVectorEnv, GroupSupportVecEnv):
+    names = {f.name for f in dataclasses.fields(EnvConfig)} | {f.name for f in dataclasses.fields(EnvSpec)}
+    for ctor in (GroupSupportEnv, GroupSupportVectorEnv, GroupSupportVecEnv, GroupSupportParallelEnv):
         named = set(inspect.signature(ctor.__init__).parameters)
-        assert not (named & (settings - {"scenario"})), ctor
-        assert {"config", "dynamics", "params", "data_path", "reward"} <= named
+        assert not (named & (names - {"scenario"})), ctor
+    spec = EnvSpec.of("family", horizon=7, heterogeneity=0.5)
+    assert GroupSupportEnv(spec=spec).config == spec.config and GroupSupportEnv(spec=spec).core.heterogeneity == 0.5
+    with pytest.raises(ValueError, match="heterogeneity"):
+        GroupSupportEnv("couple", heterogeneity=-1.0)
     for make in (lambda: GroupSupportParallelEnv("couple", horizn=3), lambda: GroupSupportEnv("couple", horizn=3)):
         with pytest.raises(TypeError, match="horizn"):
             make()
@@ -248,3 +251,31 @@ def test_episode_statistics():
     assert ep["final_max_distress"] == pytest.approx(info["state"].distress.max())
     assert ep["peak_max_distress"] >= ep["final_max_distress"]
     assert ep["seed_dialogue"] == env.session.dialogue.sample_id
+
+
+@pytest.mark.parametrize("row", [2.7, "2", True, np.bool_(True), 2.0])
+def test_start_row_must_be_an_integer(row):
+    env = GroupSupportEnv("couple")
+    sample_id = env.dialogues[0].sample_id
+    with pytest.raises(ValueError, match="start_row must be an integer"):
+        env.reset(seed=0, options={"dialogue": sample_id, "start_row": row})
+    env.reset(seed=0, options={"dialogue": sample_id, "start_row": np.int64(2)})
+    assert env.session.start_row == 2
+
+
+@pytest.mark.parametrize("action", [True, False, np.bool_(True), np.bool_(False)])
+def test_boolean_actions_are_refused_whatever_their_type(action):
+    env = GroupSupportEnv("couple")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="boolean, not an integer"):
+        env.step(action)
+
+
+def test_an_out_of_range_action_names_the_range():
+    env = GroupSupportEnv("couple")
+    env.reset(seed=0)
+    n = env.action_space.n
+    for bad in (n, -1, np.int64(n)):
+        with pytest.raises(ValueError, match=rf"out of range: Discrete\({n}\) takes 0..{n - 1}"):
+            env.step(bad)
+    env.step(np.int64(n - 1))  # numpy integers in range are actions

@@ -215,9 +215,18 @@ def test_aec_random_game_runs_to_the_end(factory, scenario):
     assert therapist_return != 0.0  # the σ* rewards reached the AEC view
 
 
-@pytest.mark.parametrize("agent,action", [("client_0", 10_000), ("client_0", -1), ("client_0", 2.5), ("therapist", 2.5), ("therapist", 10_000)])
-def test_out_of_range_or_non_integer_actions_raise(agent, action):
+@pytest.mark.parametrize(
+    "agent,action,message",
+    [
+        ("client_0", 10_000, "out of range: Discrete"),
+        ("client_0", -1, "out of range: Discrete"),
+        ("client_0", 2.5, "not an integer in Discrete"),
+        ("therapist", 2.5, "not an integer in Discrete"),
+        ("therapist", 10_000, r"out of range: Discrete\(31\) takes 0..30"),
+    ],
+)
+def test_out_of_range_or_non_integer_actions_raise(agent, action, message):
     par = parallel_env(scenario="couple", horizon=4)
     par.reset(seed=0)
-    with pytest.raises(ValueError, match="not an integer in Discrete"):
+    with pytest.raises(ValueError, match=message):
         par.step({"therapist": 0, agent: action})
