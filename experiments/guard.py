@@ -107,28 +107,14 @@ def _starts_with_field(exc: BaseException) -> bool:
 
 
 def _check_judge(cfg: DictConfig) -> None:
-    """``rescue judge``'s YAML is untyped: its library config and the LLM config check it."""
-    import dataclasses
-
-    from experiments.judge import judge_config
-    from rescue_env.llm.config import LLMConfig
-
-    try:
-        judge_config(cfg)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(str(exc)) from exc
+    """``rescue judge``'s ``run_dir`` must be a rollout folder (its settings are checked by
+    their schema, like every command's)."""
     run_dir = cfg.get("run_dir")
     if run_dir and not (Path(str(run_dir)) / "episodes.jsonl").is_file():
         raise ConfigError(
             f"run_dir={run_dir}: no episodes.jsonl there; run_dir must be a `rescue rollout` folder "
             "(or leave run_dir unset and give data.path=DIALOGUES)"
         )
-    llm = OmegaConf.to_container(cfg.llm, resolve=True) if "llm" in cfg else {}
-    known = {f.name for f in dataclasses.fields(LLMConfig)}
-    try:
-        LLMConfig(**{k: v for k, v in (llm or {}).items() if k in known})  # type: ignore[union-attr]
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"llm.{exc}") from exc
 
 
 def task_config(config: DictConfig) -> DictConfig:
@@ -146,7 +132,7 @@ def check_config(config: DictConfig, command: str, output_dir: str | None) -> No
     task = task_config(config)
     check_secrets(task)
     check_schema(task)
-    if command == "judge":  # judge's YAML is untyped: its library config does the checking
+    if command == "judge":
         _check_judge(task)
     if output_dir:
         check_run_folder(command, task, Path(output_dir))

@@ -6,7 +6,8 @@ with the support-quality rubric, and ``rescue judge agreement``: compare with hu
     rescue judge data.path=benchmark_191.jsonl 'modes=[absolute,twins]'
     rescue judge agreement --human human.csv --run runs/my-rollout
 
-Configuration: ``conf/judge.yaml``. The work is done by :func:`rescue_env.judges.run_judge`;
+Settings: :class:`experiments.config.JudgeAppConfig` (the run's own, listed in
+:class:`rescue_env.judges.JudgeConfig`), composed by ``conf/judge.yaml``. The work is done by :func:`rescue_env.judges.run_judge`;
 this module loads the inputs, builds the LLM client when needed and writes the files.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import inspect
 import sys
@@ -23,8 +25,10 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config import register_configs
 from experiments.errors import UserError, user_errors
-from rescue_env.judges.pipeline import JudgeConfig, run_judge
+from rescue_env.judges.config import JudgeConfig
+from rescue_env.judges.pipeline import run_judge
 from rescue_env.judges.report import write_outputs
 
 
@@ -34,36 +38,18 @@ def _out_dir_resolver(run_dir: Any, default: str) -> str:
 
 
 OmegaConf.register_new_resolver("judge_out_dir", _out_dir_resolver, replace=True)
+register_configs()
 
 
 def judge_config(cfg: DictConfig) -> JudgeConfig:
-    """The library config from the Hydra config (validated)."""
-    pair = cfg.get("agents_pair")
-    return JudgeConfig(
-        scorer=str(cfg.scorer),
-        modes=[str(m) for m in cfg.modes],
-        repeats=int(cfg.repeats),
-        repeat_items=int(cfg.repeat_items),
-        anchors_per_batch=int(cfg.anchors_per_batch),
-        batch_size=int(cfg.batch_size),
-        anchor_tolerance=float(cfg.anchor_tolerance),
-        agents_pair=None if pair is None else [str(a) for a in pair],
-        context_rows=int(cfg.context_rows),
-        include_history=bool(cfg.get("include_history", False)),
-        max_items_per_agent=None if cfg.max_items_per_agent is None else int(cfg.max_items_per_agent),
-        max_pairs=None if cfg.pairwise.max_pairs is None else int(cfg.pairwise.max_pairs),
-        pairwise_margin=float(cfg.pairwise.margin),
-        twins_items_per_agent=int(cfg.twins.items_per_agent),
-        twins_generator=str(cfg.twins.generator),
-        twins_responder=str(cfg.twins.responder),
-        template_threshold=float(cfg.twins.template_threshold),
-        explore_strategies=[str(s) for s in cfg.closed_loop.explore_strategies],
-        advice_strategies=[str(s) for s in cfg.closed_loop.advice_strategies],
-        seed=int(cfg.seed),
-        temperature=float(cfg.temperature),
-        model=str(cfg.llm.get("model", "")) if "llm" in cfg else "",
-        progress=bool(cfg.progress),
-    ).check()
+    """The library config of a composed ``rescue judge`` config (checked: ``ValueError``
+    naming the setting); the judge model's name defaults to ``llm.model``."""
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(JudgeConfig)}
+    settings = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(JudgeConfig), values))
+    assert isinstance(settings, JudgeConfig)
+    if settings.model is None:
+        settings.model = str(cfg.llm.model or "")
+    return settings
 
 
 def load_inputs(cfg: DictConfig):

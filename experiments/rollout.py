@@ -7,29 +7,30 @@ episodes), ``run_config.json`` (the settings that define them: a rerun with othe
 refused, see :mod:`experiments.run_record`), ``metrics.json``, ``summary.csv``, ``plots/``,
 ``report.html``. Exit code 3 when some episodes failed (:mod:`experiments.errors`).
 
-LLM runs (``dynamics=llm`` and/or an ``llm`` agent) play their episodes concurrently over one
-LLM client (:func:`run_concurrent`): at most ``2 × llm.max_concurrency`` episodes in flight,
-requests bounded by ``llm.max_concurrency``. An episode whose calls fail for good is recorded
-as failed with its reason (a rerun in the same folder tries it again) while the others go on;
-at the end ``episodes.jsonl`` is rewritten in the canonical order (agent, seed dialogue,
-episode), so interrupted-and-resumed, concurrent and replayed runs give the same file. The
-summary, ``metrics.json`` (``llm``) and ``report.html`` add the LLM usage: calls, tokens,
-cache hits, retries, failures, latency percentiles, episodes per hour.
+The episodes are played by :func:`rescue_env.rollout.run_episodes` over the folder's
+:class:`~rescue_env.rollout.EpisodeJournal`: calibrated runs one episode at a time, LLM runs
+(``dynamics=llm`` and/or an ``llm`` agent) at most ``2 × llm.max_concurrency`` in flight over
+one LLM client, requests bounded by ``llm.max_concurrency``. An episode whose calls fail for
+good is recorded as failed with its reason (a rerun in the same folder tries it again) while
+the others go on; at the end ``episodes.jsonl`` is rewritten in the canonical order
+(scenario, agent, seed dialogue, episode), so interrupted-and-resumed, concurrent and
+replayed runs give the same file. The summary, ``metrics.json`` (``llm``) and
+``report.html`` of LLM runs add the LLM usage: calls, tokens, cache hits, retries,
+failures, latency percentiles, episodes per hour.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import csv
 import functools
-import gc
 import html
 import json
 import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,9 @@ from rescue_env.data import load_dialogues, resolve_data_paths
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.comparison import compare
 from rescue_env.report import console_rows, csv_rows, write_report
-from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, read_journal, run_episode
+from rescue_env.llm import UsageStats
+from rescue_env.llm.backend import client_from_config
+from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, RunOutcome, run_episodes
 
 log = logging.getLogger(__name__)
 register_configs()
@@ -62,30 +65,6 @@ def agent_names(cfg: DictConfig) -> list[tuple[str, str | None]]:
     if cfg.policy:
         names.append(("trained", cfg.policy))
     return names
-
-
-def load_finished(path: Path) -> dict[str, EpisodeRecord]:
-    """Episodes already in ``episodes.jsonl``; from the first line that is not a whole
-    episode on, the file is cut (the rest kept in a backup) and those episodes are redone
-    (:func:`rescue_env.rollout.read_journal`)."""
-    return {rec.key: rec for _, rec in read_journal(path)}
-
-
-def make_env(cfg: DictConfig, scenario: str, dialogues: list | str, backend: Any = None) -> GroupSupportEnv:
-    """The rollout env of ``scenario`` on ``dialogues`` (a list, or a data path: envs made
-    from one path share its parse and start states); ``backend`` (e.g. a shared LLM client
-    model) overrides ``dynamics.name``."""
-    dynamics: Any = backend if backend is not None else cfg.dynamics.name
-    if dynamics == "llm":
-        dynamics = make_llm_backend(cfg, scenario)
-    return GroupSupportEnv(
-        config=env_config(cfg, scenario=scenario, record_transcript=True),
-        dynamics=dynamics,
-        params=cfg.dynamics.params,
-        heterogeneity=cfg.dynamics.heterogeneity,
-        data_path=dialogues,
-        reward=reward_config(cfg),
-    )
 
 
 def trained_scenario(policy: str) -> str | None:
@@ -107,47 +86,13 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members)
     # the imitation prior is fitted on every member of every group: no size limit there
     imitation_data = load_dialogues(cfg.imitation_data) if cfg.imitation_data else dialogues
-    if cfg.episodes < 1:
-        raise ValueError(f"episodes must be at least 1, got {cfg.episodes}")
     scenarios = select_scenarios(cfg.env.scenario, dialogues, source)
-    dialogues = shard_of([d for d in dialogues if d.scenario in scenarios], cfg.shard)
-    scenarios = [s for s in scenarios if any(d.scenario == s for d in dialogues)]
-    names = agent_names(cfg)
+    seeds = shard_of([d for d in dialogues if d.scenario in scenarios], cfg.shard)
     out.mkdir(parents=True, exist_ok=True)
-    episodes_path = out / "episodes.jsonl"
-    finished = load_finished(episodes_path)
-    records: dict[str, list[EpisodeRecord]] = {name: [] for name, _ in names}
-    total = len(names) * cfg.episodes * len(dialogues)
-    bar = tqdm(total=total, desc="episodes", unit="ep", disable=not cfg.progress)
-    # LLM runs play their episodes concurrently; calibrated ones one at a time, below
-    usage = run_concurrent(cfg, out, dialogues, scenarios, names, imitation_data, records, bar) if uses_llm(cfg) else None
-    with episodes_path.open("a", encoding="utf-8") as sink:
-        for scenario in scenarios if usage is None else ():
-            env = make_env(cfg, scenario, dialogues)
-            for name, policy in names:
-                if policy and trained_scenario(policy) not in (None, scenario):
-                    # a trained policy acts in the scenario it was trained on only
-                    log.info(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
-                    continue
-                agent = make_agent(
-                    name, scenario, encoding=env.encoding, seed=cfg.seed, imitation_data=imitation_data,
-                    policy=policy, deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
-                )
-                for d in env.dialogues:
-                    for e in range(cfg.episodes):
-                        key = f"rollout/{name}/{d.sample_id}/ep{e}"
-                        if key in finished:
-                            records[name].append(finished[key])
-                            bar.update()
-                            continue
-                        rec = run_episode(env, agent, d.sample_id, e, cfg.seed)
-                        rec.agent = name
-                        # one write per line: a crash leaves whole lines (a torn tail is skipped on resume)
-                        sink.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
-                        sink.flush()
-                        records[name].append(rec)
-                        bar.update()
-    bar.close()
+    outcome, usage = play(cfg, out, episode_jobs(cfg, seeds, scenarios), dialogues, imitation_data)
+    records: dict[str, list[EpisodeRecord]] = {name: [] for name, _ in agent_names(cfg)}
+    for rec in outcome.records:
+        records[rec.agent].append(rec)
     comparison = compare(records, cfg.compare_to)
     print_summary(comparison)
     elapsed = time.perf_counter() - t0
@@ -167,6 +112,92 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         log.info(f"report: {report}  (every column, per scenario, with a glossary)")
     log.info(f"run folder: {out}  ({elapsed_text(t0)})")
     return metrics
+
+
+def episode_jobs(cfg: DictConfig, seeds: list, scenarios: list[str]) -> list[EpisodeJob]:
+    """The run's episodes in their canonical order (scenario, agent, seed dialogue, episode):
+    ``cfg.episodes`` per seed dialogue for every agent; a trained policy plays only the
+    scenario it was trained on."""
+    jobs = []
+    for scenario in scenarios:
+        for name, policy in agent_names(cfg):
+            if policy and trained_scenario(policy) not in (None, scenario):
+                log.info(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
+                continue
+            jobs += [EpisodeJob(scenario, name, d.sample_id, e) for d in seeds if d.scenario == scenario for e in range(cfg.episodes)]
+    return jobs
+
+
+def play(cfg: DictConfig, out: Path, jobs: list[EpisodeJob], dialogues: list, imitation_data: list) -> tuple[RunOutcome, dict[str, Any] | None]:
+    """Play ``jobs`` into ``out/episodes.jsonl`` (skipping the episodes finished there) and
+    return the outcome with the LLM usage report (None for a run without LLM calls). LLM runs
+    keep ``2 × llm.max_concurrency`` episodes in flight over one client; others play one
+    episode at a time."""
+    client = client_from_config(cfg.llm) if uses_llm(cfg) else None
+    per_agent = {name: UsageStats() for name, _ in agent_names(cfg)}
+    with EpisodeJournal(out / "episodes.jsonl") as journal:
+        done = journal.done
+        bar = tqdm(total=len(jobs), initial=sum(job.key in done for job in jobs), desc="episodes", unit="ep", disable=not cfg.progress)
+
+        def on_done(rec: EpisodeRecord) -> None:
+            if client is not None:
+                per_agent[rec.agent] = per_agent[rec.agent] + client.usage(rec.key)
+            bar.update()
+
+        try:
+            outcome = run_episodes(
+                jobs, journal, make_env=env_factory(cfg, dialogues, client), make_agent=agent_factory(cfg, imitation_data, client),
+                base_seed=cfg.seed, max_in_flight=1 if client is None else 2 * cfg.llm.max_concurrency,
+                on_done=on_done, closing=() if client is None else (client,),
+            )
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: finished episodes are in {journal.path}; run the same command again to resume", file=sys.stderr)
+            raise
+        finally:
+            bar.close()
+    return outcome, None if client is None else llm_usage(cfg, client, outcome, per_agent)
+
+
+def env_factory(cfg: DictConfig, dialogues: list, client: Any) -> Callable[[str], GroupSupportEnv]:
+    """``make_env(scenario)``: the rollout env of a scenario. Envs built from one data path
+    share its parse and text bank; LLM clients (``dynamics=llm``) get one backend per
+    scenario over the run's ``client``."""
+    paths = resolve_data_paths(cfg.data.path)
+    data: Any = str(paths[0]) if len(paths) == 1 else dialogues  # several files: the list loaded already
+    backends: dict[str, Any] = {}
+
+    def make_env(scenario: str) -> GroupSupportEnv:
+        dynamics: Any = cfg.dynamics.name
+        if dynamics == "llm":
+            if scenario not in backends:  # the personas' memories are per episode
+                backends[scenario] = make_llm_backend(cfg, scenario, client=client)
+            dynamics = backends[scenario]
+        return GroupSupportEnv(
+            config=env_config(cfg, scenario=scenario, record_transcript=True), dynamics=dynamics, params=cfg.dynamics.params,
+            heterogeneity=cfg.dynamics.heterogeneity, data_path=data, reward=reward_config(cfg),
+        )
+
+    return make_env
+
+
+def agent_factory(cfg: DictConfig, imitation_data: list, client: Any) -> Callable[[str, str, GroupSupportEnv], Any]:
+    """``make_agent(scenario, name, env)``: a fresh agent for the runner's pool. The LLM
+    therapist talks through the run's ``client``; the others are copies of one agent per
+    (scenario, name), built once (the imitation prior is fitted once)."""
+    policies = dict(agent_names(cfg))
+    prototypes: dict[tuple[str, str], Any] = {}
+
+    def agent_for(scenario: str, name: str, env: GroupSupportEnv) -> Any:
+        if name == "llm":
+            return make_agent("llm", scenario, encoding=env.encoding, client=client, window=cfg.agent.window, show_state=cfg.agent.show_state)
+        if (scenario, name) not in prototypes:
+            prototypes[scenario, name] = make_agent(
+                name, scenario, encoding=env.encoding, seed=cfg.seed, imitation_data=imitation_data,
+                policy=policies[name], deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
+            )
+        return copy.deepcopy(prototypes[scenario, name])
+
+    return agent_for
 
 
 def select_scenarios(scenario: str, dialogues: list, source: str) -> list[str]:
@@ -232,116 +263,20 @@ def elapsed_text(t_run: float) -> str:
 
 
 def uses_llm(cfg: DictConfig) -> bool:
-    """LLM clients or an LLM therapist: the run goes through :func:`run_concurrent`."""
+    """LLM clients or an LLM therapist: the run makes LLM calls and reports their usage."""
     return cfg.dynamics.name == "llm" or any(name == "llm" for name, _ in agent_names(cfg))
 
 
-def run_concurrent(
-    cfg: DictConfig,
-    out: Path,
-    dialogues: list,
-    scenarios: list[str],
-    names: list[tuple[str, str | None]],
-    imitation_data: list,
-    records: dict[str, list[EpisodeRecord]],
-    bar: tqdm,
-) -> dict[str, Any]:
-    """Play the run's episodes concurrently over one LLM client, appending each to
-    ``episodes.jsonl`` as it finishes and filling ``records`` (canonical order); returns the
-    LLM usage report. Finished episodes in the folder are skipped, failed ones redone."""
-    from rescue_env.llm import UsageStats
-    from rescue_env.llm.backend import client_from_config
-
-    client = client_from_config(cfg.llm)
-    journal = EpisodeJournal(out / "episodes.jsonl")
-    done = {key for key, rec in journal.records.items() if not rec.failed}
-    policies = dict(names)
-    order: list[str] = []
-    jobs: list[EpisodeJob] = []
-    for scenario in scenarios:
-        for name, policy in names:
-            if policy and trained_scenario(policy) not in (None, scenario):
-                log.info(f"note: {name} ({policy}) was trained for another scenario; not run on {scenario}")
-                continue
-            for d in (d for d in dialogues if d.scenario == scenario):
-                for e in range(cfg.episodes):
-                    job = EpisodeJob(scenario, name, d.sample_id, e)
-                    order.append(job.key)
-                    if job.key in done:
-                        bar.update()
-                    else:
-                        jobs.append(job)
-
-    backends: dict[str, Any] = {}
-    # one env per episode in flight: built from the data path, they share one parse and text bank
-    paths = resolve_data_paths(cfg.data.path)
-    data_path: Any = str(paths[0]) if len(paths) == 1 else dialogues  # several files: the list loaded above
-
-    def env_for(scenario: str) -> GroupSupportEnv:
-        if cfg.dynamics.name != "llm":
-            return make_env(cfg, scenario, data_path)
-        if scenario not in backends:  # one backend per scenario: the personas' memories are per episode
-            backends[scenario] = make_llm_backend(cfg, scenario, client=client)
-        return make_env(cfg, scenario, data_path, backend=backends[scenario])
-
-    prototypes: dict[tuple[str, str], Any] = {}
-
-    def agent_for(scenario: str, name: str, env: GroupSupportEnv) -> Any:
-        if name == "llm":
-            return make_agent(
-                "llm", scenario, encoding=env.encoding, client=client, window=cfg.agent.window, show_state=cfg.agent.show_state
-            )
-        if (scenario, name) not in prototypes:
-            prototypes[scenario, name] = make_agent(
-                name, scenario, encoding=env.encoding, seed=cfg.seed, imitation_data=imitation_data,
-                policy=policies[name], deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
-            )
-        # one agent per episode in flight (agents keep per-episode state); reset() reseeds it
-        return copy.deepcopy(prototypes[scenario, name])
-
-    per_agent = {name: UsageStats() for name, _ in names}
-
-    def on_done(rec: EpisodeRecord) -> None:
-        journal.append(rec)
-        per_agent[rec.agent] = per_agent[rec.agent] + client.usage(rec.key)
-        bar.update()
-
-    async def play() -> list[EpisodeRecord]:
-        try:
-            return await arun_episodes(
-                jobs, make_env=env_for, make_agent=agent_for, base_seed=cfg.seed,
-                max_in_flight=2 * cfg.llm.max_concurrency, on_done=on_done,
-            )
-        finally:
-            await client.aclose()
-
-    # Everything alive now (imports, data, configs: a few hundred thousand objects) lives
-    # through the run: freezing it keeps the collector's full passes from re-scanning it
-    # while episodes are in flight (each such pass stalled the event loop for ~0.2 s, with
-    # every request waiting). Only collection work changes, not what is collected later.
-    gc.freeze()
-    t0 = time.perf_counter()
-    try:
-        ran = asyncio.run(play())
-    except KeyboardInterrupt:
-        journal.close()
-        print(f"\ninterrupted: finished episodes are in {journal.path}; run the same command again to resume", file=sys.stderr)
-        raise
-    finally:
-        gc.unfreeze()
-    wall = time.perf_counter() - t0
-    journal.rewrite(order)
-    journal.close()
-    kept = journal.records
-    for key in order:
-        rec = kept[key]
-        records[rec.agent].append(rec)
+def llm_usage(cfg: DictConfig, client: Any, outcome: RunOutcome, per_agent: dict[str, Any]) -> dict[str, Any]:
+    """The LLM usage report of a run: the client's counts, the episodes run, failed and
+    skipped, the throughput, each agent's share and what the client found out about the server."""
+    ran, wall = outcome.ran, outcome.wall_s
     usage = client.usage().to_dict()
     usage.update(
         model=cfg.llm.model,
         episodes_run=len(ran),
         episodes_failed=sum(r.failed for r in ran),
-        episodes_skipped=len(order) - len(jobs),
+        episodes_skipped=outcome.skipped,
         wall_s=wall,
         episodes_per_hour=len(ran) * 3600 / wall if ran and wall > 0 else None,
         therapist_fallbacks=sum(int(r.stats.get("therapist_fallbacks", 0)) for r in ran),

@@ -10,18 +10,21 @@ rate and pattern shares.
 Episodes are seeded per (seed dialogue, episode index), identically for every agent, so
 agents are compared on the same starting states (common random numbers).
 
-LLM runs: :func:`arun_episode` is the same episode as a coroutine (the agent's ``aact`` and
-the env's ``astep`` are awaited, so many episodes share one event loop), and
-:func:`arun_episodes` runs many at once. An agent's ``utterance`` (the LLM therapist's words)
-becomes the text of its therapist row. A backend or agent raising :class:`EpisodeFailed`
-(e.g. an LLM call that failed for good) ends that episode as a failed record with the
-reason; the other episodes go on. :class:`EpisodeJournal` keeps ``episodes.jsonl`` whole
-under crashes and Ctrl-C.
+:func:`run_episodes` is the runner of a whole job (``rescue rollout`` calls it): it plays the
+:class:`EpisodeJob` s that its :class:`EpisodeJournal` (``episodes.jsonl``) does not hold yet,
+``max_in_flight`` at a time (1 = one after another), appending each as it finishes, and
+ends with the file in the jobs' order. :func:`arun_episode` is one episode as a coroutine
+(the agent's ``aact`` and the env's ``astep`` are awaited, so LLM episodes share one event
+loop) and :func:`arun_episodes` plays many at once. An agent's ``utterance`` (the LLM
+therapist's words) becomes the text of its therapist row. A backend or agent raising
+:class:`EpisodeFailed` (e.g. an LLM call that failed for good) ends that episode as a failed
+record with the reason; the other episodes go on, and a later run redoes it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import logging
@@ -55,6 +58,12 @@ class _Agent(Protocol):
     def reset(self, *, seed: int | None = None) -> None: ...
 
     def act(self, observation: Any, action_mask: np.ndarray, state: Any = None) -> int: ...
+
+
+def record_key(agent: str, sample_id: str, episode: int) -> str:
+    """The key of an episode in ``episodes.jsonl``: which agent played which seed dialogue,
+    the how-many-th time (``rollout/AGENT/SAMPLE_ID/epN``; also the records' ``sample_id``)."""
+    return f"rollout/{agent}/{sample_id}/ep{episode}"
 
 
 def episode_seed(base_seed: int, sample_id: str, episode: int) -> int:
@@ -100,7 +109,8 @@ class EpisodeRecord:
 
     @property
     def key(self) -> str:
-        return f"rollout/{self.agent}/{self.seed_sample_id}/ep{self.episode}"
+        """The episode's key in ``episodes.jsonl`` (:func:`record_key`)."""
+        return record_key(self.agent, self.seed_sample_id, self.episode)
 
 
 def _utterance(agent: Any, action: int) -> str:
@@ -216,8 +226,8 @@ class EpisodeJob:
 
     @property
     def key(self) -> str:
-        """The episode's key in ``episodes.jsonl`` (same as :attr:`EpisodeRecord.key`)."""
-        return f"rollout/{self.agent}/{self.sample_id}/ep{self.episode}"
+        """The episode's key in ``episodes.jsonl`` (:func:`record_key`)."""
+        return record_key(self.agent, self.sample_id, self.episode)
 
 
 async def arun_episodes(
@@ -231,18 +241,20 @@ async def arun_episodes(
 ) -> list[EpisodeRecord]:
     """Run ``jobs`` concurrently on this event loop, at most ``max_in_flight`` at a time.
 
-    ``make_env(scenario)`` builds an env (envs are reused by later episodes, one episode at
-    a time each); ``make_agent(scenario, agent_name, env)`` a fresh agent per episode.
-    ``on_done(record)`` is called as each episode finishes (in finishing order); the records
-    are returned in the order of ``jobs``. Episodes are seeded per job, so the order in which
-    they run does not change them.
+    ``make_env(scenario)`` builds an env and ``make_agent(scenario, agent_name, env)`` an
+    agent, each only when none is free: both serve one episode at a time and are then
+    reused (``reset`` reseeds them), so a run of one in flight builds one env per scenario
+    and one agent per (scenario, agent). ``on_done(record)`` is called as each episode
+    finishes (in finishing order); the records are returned in the order of ``jobs``.
+    Episodes are seeded per job, so the order in which they run does not change them.
 
     Their LLM requests queue for the client's slots in the order admission index + steps
     played × ``max_in_flight`` (:data:`~rescue_env.concurrency.request_priority`): an
     episode admitted late, or slowed by retries, is served before those ahead of it, so
     the episodes in flight keep pace and the run does not end on a slow tail.
     """
-    free: dict[str, list[GroupSupportEnv]] = defaultdict(list)
+    envs: dict[str, list[GroupSupportEnv]] = defaultdict(list)
+    agents: dict[tuple[str, str], list[Any]] = defaultdict(list)
     window = max(1, int(max_in_flight))
     gate = asyncio.Semaphore(window)
     admitted = itertools.count()
@@ -250,15 +262,19 @@ async def arun_episodes(
 
     async def one(i: int, job: EpisodeJob) -> None:
         async with gate:
-            env = free[job.scenario].pop() if free[job.scenario] else make_env(job.scenario)
+            env = envs[job.scenario].pop() if envs[job.scenario] else make_env(job.scenario)
+            pool = agents[job.scenario, job.agent]
+            agent = None
             try:
-                agent = make_agent(job.scenario, job.agent, env)
+                agent = pool.pop() if pool else make_agent(job.scenario, job.agent, env)
                 seq = next(admitted)
                 record = await arun_episode(
                     env, agent, job.sample_id, job.episode, base_seed, tag=job.key, priority=lambda t: seq + t * window
                 )
             finally:
-                free[job.scenario].append(env)
+                envs[job.scenario].append(env)
+                if agent is not None:
+                    pool.append(agent)
             record.agent = job.agent
             records[i] = record
             if on_done is not None:
@@ -306,6 +322,11 @@ class EpisodeJournal:
     def records(self) -> dict[str, EpisodeRecord]:
         """Episodes in the file by key (failed ones included)."""
         return dict(self._records)
+
+    @property
+    def done(self) -> set[str]:
+        """Keys of the episodes in the file that finished (not failed): a rerun skips them."""
+        return {key for key, record in self._records.items() if not record.failed}
 
     def append(self, record: EpisodeRecord) -> None:
         """Append ``record`` as one whole line."""
@@ -373,6 +394,80 @@ def read_journal(path: str | Path) -> list[tuple[str, EpisodeRecord]]:
             "(%d lines) to %s; those episodes are run again", path, len(out) + 1, len(out), cut_lines, backup.name,
         )
     return out
+
+
+@dataclass
+class RunOutcome:
+    """What :func:`run_episodes` did."""
+
+    #: one record per job, in the jobs' order (from the journal for jobs finished earlier)
+    records: list[EpisodeRecord]
+    #: the episodes this call played, in finishing order (failed ones included)
+    ran: list[EpisodeRecord]
+    #: seconds spent playing them
+    wall_s: float
+
+    @property
+    def skipped(self) -> int:
+        """Jobs the journal held already, finished."""
+        return len(self.records) - len(self.ran)
+
+
+def run_episodes(
+    jobs: Sequence[EpisodeJob],
+    journal: EpisodeJournal,
+    *,
+    make_env: Callable[[str], GroupSupportEnv],
+    make_agent: Callable[[str, str, GroupSupportEnv], Any],
+    base_seed: int,
+    max_in_flight: int = 1,
+    on_done: Callable[[EpisodeRecord], None] | None = None,
+    closing: Sequence[Any] = (),
+) -> RunOutcome:
+    """Play the ``jobs`` that ``journal`` does not hold finished, ``max_in_flight`` at a time
+    (1: one after another), appending each to the journal as it ends; then rewrite the
+    journal in the jobs' order, so a resumed or concurrent run ends with the same file as an
+    uninterrupted one. Episodes that failed in an earlier run are played again.
+
+    ``make_env`` / ``make_agent`` as in :func:`arun_episodes`; ``on_done(record)`` after each
+    append. ``closing``: objects whose ``aclose()`` coroutine is awaited on the run's event
+    loop when it ends, even on an error (e.g. the LLM client its envs and agents share).
+    Call it from synchronous code (it runs its own event loop). On Ctrl-C the episodes
+    finished so far are in the journal and the ``KeyboardInterrupt`` goes on.
+    """
+    done = journal.done
+    todo = [job for job in jobs if job.key not in done]
+    ran: list[EpisodeRecord] = []
+
+    def finished(record: EpisodeRecord) -> None:
+        journal.append(record)
+        ran.append(record)
+        if on_done is not None:
+            on_done(record)
+
+    async def play() -> None:
+        try:
+            await arun_episodes(
+                todo, make_env=make_env, make_agent=make_agent, base_seed=base_seed, max_in_flight=max_in_flight, on_done=finished
+            )
+        finally:
+            for resource in closing:
+                await resource.aclose()
+
+    # Everything alive now (imports, data, configs: a few hundred thousand objects) lives
+    # through the run: freezing it keeps the collector's full passes from re-scanning it
+    # while episodes are in flight (each such pass stalled the event loop for ~0.2 s, with
+    # every request waiting). Only collection work changes, not what is collected later.
+    gc.freeze()
+    t0 = time.perf_counter()
+    try:
+        asyncio.run(play())
+    finally:
+        gc.unfreeze()
+    wall = time.perf_counter() - t0
+    journal.rewrite([job.key for job in jobs])
+    kept = journal.records
+    return RunOutcome([kept[job.key] for job in jobs], ran, wall)
 
 
 def _trace_point(state, decision, env, members) -> dict[str, Any]:

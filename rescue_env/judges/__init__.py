@@ -19,95 +19,39 @@
 >>> judgements = OfflineScorer().judge_many(items_from_dialogue(dialogue))
 """
 
-from rescue_env.judges.agreement import (
-    AgreementInputError,
-    Rating,
-    compute_agreement,
-    format_agreement,
-    read_scores,
-    write_agreement,
-)
-from rescue_env.judges.anchors import ANCHORS, Anchor
-from rescue_env.judges.closed_loop import EpisodeMetrics, episode_metrics, strategy_path
-from rescue_env.judges.items import JudgeItem, PairMoment, Turn, items_from_dialogue, items_from_dialogues, pair_moments
-from rescue_env.judges.llm_judge import (
-    ABSOLUTE_SCHEMA,
-    PAIRWISE_SCHEMA,
-    AbsoluteResult,
-    BatchReport,
-    JudgeSettings,
-    LLMClientLike,
-    LLMJudge,
-    PairwiseOutcome,
-    length_score_correlation,
-    position_bias_report,
-)
-from rescue_env.judges.offline import OfflineScorer
-from rescue_env.judges.pipeline import JudgeConfig, JudgeRunResult, run_judge, run_judge_sync
-from rescue_env.judges.rubric import (
-    DIMENSIONS,
-    LLM_SCORER,
-    OFFLINE_SCORER,
-    RUBRIC,
-    VETO_CRITERIA,
-    DimensionScore,
-    Judgement,
-    render_rubric,
-)
-from rescue_env.judges.twins import (
-    LLMResponder,
-    LLMTwinGenerator,
-    RecordedResponder,
-    TemplateTwinGenerator,
-    TwinSet,
-    run_twins,
-)
+import importlib
+from typing import Any
 
-__all__ = [
-    "ABSOLUTE_SCHEMA",
-    "ANCHORS",
-    "AbsoluteResult",
-    "AgreementInputError",
-    "Anchor",
-    "BatchReport",
-    "DIMENSIONS",
-    "DimensionScore",
-    "EpisodeMetrics",
-    "JudgeConfig",
-    "JudgeItem",
-    "JudgeRunResult",
-    "JudgeSettings",
-    "Judgement",
-    "LLMClientLike",
-    "LLMJudge",
-    "LLMResponder",
-    "LLMTwinGenerator",
-    "LLM_SCORER",
-    "OFFLINE_SCORER",
-    "OfflineScorer",
-    "PAIRWISE_SCHEMA",
-    "PairMoment",
-    "PairwiseOutcome",
-    "RUBRIC",
-    "Rating",
-    "RecordedResponder",
-    "TemplateTwinGenerator",
-    "Turn",
-    "TwinSet",
-    "VETO_CRITERIA",
-    "compute_agreement",
-    "episode_metrics",
-    "format_agreement",
-    "items_from_dialogue",
-    "items_from_dialogues",
-    "length_score_correlation",
-    "pair_moments",
-    "position_bias_report",
-    "read_scores",
-    "render_rubric",
-    "run_judge",
-    "run_judge_sync",
-    "run_twins",
-    "strategy_path",
-    "write_agreement",
-]
+#: The package's names by the module that defines them. They are imported on first use
+#: (PEP 562), so that reading the settings (:mod:`rescue_env.judges.config`, which every
+#: ``rescue`` command's schema uses) does not load the scorers, JSON Schema and all.
+_HOMES: dict[str, tuple[str, ...]] = {
+    "agreement": ("AgreementInputError", "Rating", "compute_agreement", "format_agreement", "read_scores", "write_agreement"),
+    "anchors": ("ANCHORS", "Anchor"),
+    "closed_loop": ("EpisodeMetrics", "episode_metrics", "strategy_path"),
+    "config": ("ClosedLoopConfig", "JudgeConfig", "PairwiseConfig", "TwinsConfig"),
+    "items": ("JudgeItem", "PairMoment", "Turn", "items_from_dialogue", "items_from_dialogues", "pair_moments"),
+    "llm_judge": (
+        "ABSOLUTE_SCHEMA", "PAIRWISE_SCHEMA", "AbsoluteResult", "BatchReport", "JudgeSettings", "LLMClientLike", "LLMJudge",
+        "PairwiseOutcome", "length_score_correlation", "position_bias_report",
+    ),
+    "offline": ("OfflineScorer",),
+    "pipeline": ("JudgeRunResult", "run_judge", "run_judge_sync"),
+    "rubric": ("DIMENSIONS", "LLM_SCORER", "OFFLINE_SCORER", "RUBRIC", "VETO_CRITERIA", "DimensionScore", "Judgement", "render_rubric"),
+    "twins": ("LLMResponder", "LLMTwinGenerator", "RecordedResponder", "TemplateTwinGenerator", "TwinSet", "run_twins"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = sorted(_HOME_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME_OF[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

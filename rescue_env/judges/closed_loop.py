@@ -31,11 +31,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from rescue_env.data.schema import THERAPIST, Dialogue
+from rescue_env.judges.config import ADVICE_STRATEGIES, EXPLORE_STRATEGIES
 from rescue_env.judges.items import agent_of, history_rows, seed_of
 from rescue_env.state import iter_states
-
-EXPLORE_STRATEGIES: tuple[str, ...] = ("evoke", "join", "track")
-ADVICE_STRATEGIES: tuple[str, ...] = ("reframe", "goal_align")
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from statistics import mean
 from typing import Any, Sequence
@@ -22,11 +22,11 @@ from typing import Any, Sequence
 from rescue_env.data.schema import Dialogue
 from rescue_env.judges import closed_loop as cl
 from rescue_env.judges.anchors import ANCHORS
+from rescue_env.judges.config import JudgeConfig
 from rescue_env.judges.items import JudgeItem, PairMoment, agent_of, items_from_dialogues, pair_moments
 from rescue_env.judges.llm_judge import (
     AbsoluteResult,
     BatchReport,
-    JudgeSettings,
     LLMClientLike,
     LLMJudge,
     PairwiseOutcome,
@@ -47,67 +47,8 @@ from rescue_env.judges.twins import (
     run_twins,
 )
 
-MODES = ("absolute", "pairwise", "twins")
 #: |Spearman ρ| between reply length and overall score above which the summary warns.
 LENGTH_WARNING = 0.3
-SCORERS = ("offline", "llm")
-
-
-@dataclass(slots=True)
-class JudgeConfig:
-    """Settings of a judge run (mirrors ``conf/judge.yaml``; see there for each option).
-
-    Raises ``ValueError`` from :meth:`check` on an unknown scorer, mode, generator or
-    responder, or out-of-range numbers.
-    """
-
-    scorer: str = "offline"
-    modes: list[str] = field(default_factory=lambda: ["absolute"])
-    repeats: int = 0
-    repeat_items: int = 10
-    anchors_per_batch: int = 2
-    batch_size: int = 16
-    anchor_tolerance: float = 0.75
-    agents_pair: list[str] | None = None
-    context_rows: int = 6
-    include_history: bool = False
-    max_items_per_agent: int | None = None
-    max_pairs: int | None = 50
-    twins_items_per_agent: int = 10
-    twins_generator: str = "template"
-    twins_responder: str = "recorded"
-    template_threshold: float = 0.9
-    pairwise_margin: float = 0.25
-    explore_strategies: list[str] = field(default_factory=lambda: list(cl.EXPLORE_STRATEGIES))
-    advice_strategies: list[str] = field(default_factory=lambda: list(cl.ADVICE_STRATEGIES))
-    seed: int = 0
-    temperature: float = 0.0
-    model: str = ""
-    progress: bool = True
-
-    def check(self) -> JudgeConfig:
-        if self.scorer not in SCORERS:
-            raise ValueError(f"scorer={self.scorer!r}: expected one of {', '.join(SCORERS)}")
-        bad = [m for m in self.modes if m not in MODES]
-        if bad or not self.modes:
-            raise ValueError(f"modes={self.modes!r}: expected a non-empty list drawn from {', '.join(MODES)}")
-        if self.twins_generator not in ("template", "llm"):
-            raise ValueError(f"twins.generator={self.twins_generator!r}: expected template or llm")
-        if self.twins_responder not in ("recorded", "llm"):
-            raise ValueError(f"twins.responder={self.twins_responder!r}: expected recorded or llm")
-        if self.agents_pair is not None and (len(self.agents_pair) != 2 or self.agents_pair[0] == self.agents_pair[1]):
-            raise ValueError(f"agents_pair={self.agents_pair!r}: expected two different agent names, or null for all pairs")
-        JudgeSettings(self.batch_size, self.anchors_per_batch, self.anchor_tolerance, self.repeats, self.repeat_items, self.seed)
-        return self
-
-    @property
-    def scorer_label(self) -> str:
-        return OFFLINE_SCORER if self.scorer == "offline" else LLM_SCORER
-
-    def needs_client(self) -> bool:
-        return self.scorer == "llm" or (
-            "twins" in self.modes and (self.twins_generator == "llm" or self.twins_responder == "llm")
-        )
 
 
 @dataclass(slots=True)
@@ -146,13 +87,52 @@ async def run_judge(
     cfg.check()
     if cfg.needs_client() and client is None:
         raise ValueError("this configuration calls an LLM (scorer=llm or LLM twins) but no client was given")
-    label = cfg.scorer_label
-    settings = JudgeSettings(cfg.batch_size, cfg.anchors_per_batch, cfg.anchor_tolerance, cfg.repeats, cfg.repeat_items, cfg.seed)
-    judge = LLMJudge(client, settings, model=cfg.model) if cfg.scorer == "llm" and client is not None else None
-    offline = OfflineScorer()
+    judge = LLMJudge(client, cfg.settings(), model=cfg.model or "") if cfg.scorer == "llm" and client is not None else None
+    scorer = _Scorer(judge, OfflineScorer())
+    summary = _run_summary(dialogues, cfg)
+    items = _sample_per_agent(
+        items_from_dialogues(dialogues, context_rows=cfg.context_rows, include_history=cfg.include_history),
+        cfg.max_items_per_agent,
+        cfg.seed,
+    )
+    summary["n_items"] = len(items)
     records: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {
-        "scorer": label,
+    if "absolute" in cfg.modes:
+        summary["absolute"] = await _absolute_mode(items, cfg, scorer, summary["agents"], records)
+    if "pairwise" in cfg.modes:
+        summary["pairwise"] = await _pairwise_mode(dialogues, cfg, scorer, records)
+    if "twins" in cfg.modes:
+        summary["twins"] = await _twins_mode(items, cfg, scorer, client, records)
+    usage = _llm_usage(client)
+    if usage is not None:
+        summary["llm_usage"] = usage
+    closed = cfg.closed_loop
+    episodes = [cl.episode_metrics(d, explore=closed.explore_strategies, advice=closed.advice_strategies) for d in dialogues]
+    summary["closed_loop"] = {
+        "explore_strategies": list(closed.explore_strategies),
+        "advice_strategies": list(closed.advice_strategies),
+        "per_agent": cl.summarise(episodes),
+    }
+    return JudgeRunResult(records, episodes, summary)
+
+
+@dataclass
+class _Scorer:
+    """The run's scorer: the LLM judge when there is one, else the offline heuristic."""
+
+    judge: LLMJudge | None
+    offline: OfflineScorer
+
+    async def score(self, items: Sequence[JudgeItem]) -> list[Judgement]:
+        if self.judge is not None:
+            return await self.judge.score(items)
+        return self.offline.judge_many(items)
+
+
+def _run_summary(dialogues: Sequence[Dialogue], cfg: JudgeConfig) -> dict[str, Any]:
+    """The head of ``judge_summary.json``: who scored, with what, on what."""
+    return {
+        "scorer": cfg.scorer_label,
         "scorer_note": (
             "offline heuristic from lexical cues; NOT an LLM judgement" if cfg.scorer == "offline"
             else "LLM judge through the rescue_env.llm client"
@@ -163,105 +143,102 @@ async def run_judge(
         "n_dialogues": len(dialogues),
         "agents": sorted({agent_of(d) for d in dialogues}),
     }
-    items = _sample_per_agent(
-        items_from_dialogues(dialogues, context_rows=cfg.context_rows, include_history=cfg.include_history),
-        cfg.max_items_per_agent,
-        cfg.seed,
-    )
-    summary["n_items"] = len(items)
 
-    async def score(its: Sequence[JudgeItem]) -> list[Judgement]:
-        if judge is not None:
-            return await judge.score(its)
-        return offline.judge_many(its)
 
-    if "absolute" in cfg.modes:
-        if judge is not None:
-            bar = _progress(len(items), "judge", cfg.progress)
-            result = await judge.judge_items(items, progress=bar.update)
-            bar.close()
-        else:
-            result = _offline_absolute(offline, items, cfg.anchor_tolerance)
-        records.extend(_absolute_records(items, result, label, cfg.model))
-        summary["absolute"] = _absolute_summary(items, result, label, cfg, summary["agents"])
+async def _absolute_mode(
+    items: Sequence[JudgeItem], cfg: JudgeConfig, scorer: _Scorer, agents: Sequence[str], records: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Score every item (anchors mixed in); appends the records, returns the summary."""
+    if scorer.judge is not None:
+        bar = _progress(len(items), "judge", cfg.progress)
+        result = await scorer.judge.judge_items(items, progress=bar.update)
+        bar.close()
+    else:
+        result = _offline_absolute(scorer.offline, items, cfg.anchor_tolerance)
+    records.extend(_absolute_records(items, result, cfg.scorer_label, cfg.model or ""))
+    return _absolute_summary(items, result, cfg.scorer_label, cfg, agents)
 
-    if "pairwise" in cfg.modes:
-        agents = sorted({agent_of(d) for d in dialogues})
-        if cfg.agents_pair is not None:
-            missing = [a for a in cfg.agents_pair if a not in agents]
-            if missing:
-                raise ValueError(f"agents_pair names {missing} not in this run (agents: {', '.join(agents)})")
-            agent_pairs = [tuple(cfg.agents_pair)]
-        else:
-            agent_pairs = list(combinations(agents, 2))
-        pairs: list[PairMoment] = []
-        for a, b in agent_pairs:
-            ps = pair_moments(dialogues, a, b, context_rows=cfg.context_rows)
-            pairs.extend(ps if cfg.max_pairs is None else ps[: cfg.max_pairs])
-        if judge is not None:
-            outcomes = await judge.compare_many(pairs)
-        else:
-            outcomes = _offline_pairwise(offline, pairs, cfg.pairwise_margin)
-        records.extend({"mode": "pairwise", "scorer": label, **o.to_dict()} for o in outcomes)
-        bias = position_bias_report(outcomes)
-        bias["applicable"] = judge is not None
-        if judge is None:
-            bias["note"] = "the offline scorer scores each reply on its own; the shown order cannot matter"
-        summary["pairwise"] = {
-            "agent_pairs": [list(p) for p in agent_pairs],
-            "n_pairs": len(pairs),
-            "n_exact": sum(1 for p in pairs if p.exact),
-            "wins": win_table(outcomes),
-            "position_bias": bias,
-        }
 
-    if "twins" in cfg.modes:
-        by_agent: dict[str, list[JudgeItem]] = defaultdict(list)
-        for it in items:
-            if it.trigger is not None:
-                by_agent[it.agent].append(it)
-        rng = random.Random(cfg.seed + 7)
-        chosen = []
-        for agent in sorted(by_agent):
-            its = by_agent[agent]
-            chosen.extend(its if len(its) <= cfg.twins_items_per_agent else rng.sample(its, cfg.twins_items_per_agent))
-        generator = LLMTwinGenerator(client, seed=cfg.seed) if cfg.twins_generator == "llm" else TemplateTwinGenerator(cfg.seed)
-        responder = LLMResponder(client, seed=cfg.seed) if cfg.twins_responder == "llm" else RecordedResponder()
-        twin_records, twin_summary = await run_twins(
-            chosen, generator, responder, score, template_threshold=cfg.template_threshold
-        )
-        records.extend({"mode": "twins", "scorer": label, **r.to_dict()} for r in twin_records)
-        summary["twins"] = {
-            "generator": cfg.twins_generator,
-            "responder": cfg.twins_responder,
-            "responder_note": (
-                "recorded: the agent's own reply is replayed for each twin (exact for agents that act on the "
-                "state, not the words); similarity 1.0 then means the reply cannot depend on the swapped trigger"
-                if cfg.twins_responder == "recorded" else "llm: the configured LLM answered each twin as the therapist"
-            ),
-            "template_threshold": cfg.template_threshold,
-            "per_agent": twin_summary,
-            "generator_failures": getattr(generator, "failures", []),
-        }
-
-    usage = getattr(client, "usage", None) if client is not None else None
-    if callable(usage):
-        # token and call accounting of the judge's own calls (rescue_env.llm.LLMClient)
-        summary["llm_usage"] = {}
-        for tag in ("judge:absolute", "judge:pairwise", "judge:twins", "judge:responder"):
-            try:
-                stats = usage(tag)
-                summary["llm_usage"][tag] = stats.to_dict() if hasattr(stats, "to_dict") else stats
-            except Exception:  # accounting is a courtesy; never fail a run over it
-                pass
-
-    episodes = [cl.episode_metrics(d, explore=cfg.explore_strategies, advice=cfg.advice_strategies) for d in dialogues]
-    summary["closed_loop"] = {
-        "explore_strategies": list(cfg.explore_strategies),
-        "advice_strategies": list(cfg.advice_strategies),
-        "per_agent": cl.summarise(episodes),
+async def _pairwise_mode(dialogues: Sequence[Dialogue], cfg: JudgeConfig, scorer: _Scorer, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Compare agents' replies at the same moments, both orders; appends the records,
+    returns the summary (wins, position bias)."""
+    agents = sorted({agent_of(d) for d in dialogues})
+    if cfg.agents_pair is not None:
+        missing = [a for a in cfg.agents_pair if a not in agents]
+        if missing:
+            raise ValueError(f"agents_pair names {missing} not in this run (agents: {', '.join(agents)})")
+        agent_pairs = [tuple(cfg.agents_pair)]
+    else:
+        agent_pairs = list(combinations(agents, 2))
+    pairs: list[PairMoment] = []
+    for a, b in agent_pairs:
+        ps = pair_moments(dialogues, a, b, context_rows=cfg.context_rows)
+        pairs.extend(ps if cfg.pairwise.max_pairs is None else ps[: cfg.pairwise.max_pairs])
+    if scorer.judge is not None:
+        outcomes = await scorer.judge.compare_many(pairs)
+    else:
+        outcomes = _offline_pairwise(scorer.offline, pairs, cfg.pairwise.margin)
+    records.extend({"mode": "pairwise", "scorer": cfg.scorer_label, **o.to_dict()} for o in outcomes)
+    bias = position_bias_report(outcomes)
+    bias["applicable"] = scorer.judge is not None
+    if scorer.judge is None:
+        bias["note"] = "the offline scorer scores each reply on its own; the shown order cannot matter"
+    return {
+        "agent_pairs": [list(p) for p in agent_pairs],
+        "n_pairs": len(pairs),
+        "n_exact": sum(1 for p in pairs if p.exact),
+        "wins": win_table(outcomes),
+        "position_bias": bias,
     }
-    return JudgeRunResult(records, episodes, summary)
+
+
+async def _twins_mode(
+    items: Sequence[JudgeItem], cfg: JudgeConfig, scorer: _Scorer, client: LLMClientLike | None, records: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Perturbed twins of a seeded sample of each agent's moments; appends the records,
+    returns the summary."""
+    by_agent: dict[str, list[JudgeItem]] = defaultdict(list)
+    for it in items:
+        if it.trigger is not None:
+            by_agent[it.agent].append(it)
+    rng = random.Random(cfg.seed + 7)
+    per_agent = cfg.twins.items_per_agent
+    chosen = []
+    for agent in sorted(by_agent):
+        its = by_agent[agent]
+        chosen.extend(its if len(its) <= per_agent else rng.sample(its, per_agent))
+    generator = LLMTwinGenerator(client, seed=cfg.seed) if cfg.twins.generator == "llm" else TemplateTwinGenerator(cfg.seed)
+    responder = LLMResponder(client, seed=cfg.seed) if cfg.twins.responder == "llm" else RecordedResponder()
+    twin_records, twin_summary = await run_twins(chosen, generator, responder, scorer.score, template_threshold=cfg.twins.template_threshold)
+    records.extend({"mode": "twins", "scorer": cfg.scorer_label, **r.to_dict()} for r in twin_records)
+    return {
+        "generator": cfg.twins.generator,
+        "responder": cfg.twins.responder,
+        "responder_note": (
+            "recorded: the agent's own reply is replayed for each twin (exact for agents that act on the "
+            "state, not the words); similarity 1.0 then means the reply cannot depend on the swapped trigger"
+            if cfg.twins.responder == "recorded" else "llm: the configured LLM answered each twin as the therapist"
+        ),
+        "template_threshold": cfg.twins.template_threshold,
+        "per_agent": twin_summary,
+        "generator_failures": getattr(generator, "failures", []),
+    }
+
+
+def _llm_usage(client: LLMClientLike | None) -> dict[str, Any] | None:
+    """Token and call accounting of the judge's own calls (a :class:`rescue_env.llm.LLMClient`);
+    None for a client that does not count them."""
+    usage = getattr(client, "usage", None) if client is not None else None
+    if not callable(usage):
+        return None
+    out: dict[str, Any] = {}
+    for tag in ("judge:absolute", "judge:pairwise", "judge:twins", "judge:responder"):
+        try:
+            stats = usage(tag)
+            out[tag] = stats.to_dict() if hasattr(stats, "to_dict") else stats
+        except Exception:  # accounting is a courtesy; never fail a run over it
+            pass
+    return out
 
 
 def run_judge_sync(dialogues: Sequence[Dialogue], cfg: JudgeConfig, client: LLMClientLike | None = None) -> JudgeRunResult:

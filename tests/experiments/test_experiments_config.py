@@ -120,7 +120,7 @@ def test_experiment_train_small_sets_the_training_budget():
 
 
 def test_experiment_rollout_smoke_shrinks_the_rollout():
-    # the preset applies after the primary config's own `episodes: 6`
+    # the preset applies after the schema's `episodes = 6`
     cfg = compose("rollout", ["experiment=rollout_smoke"])
     assert cfg.experiment.name == "rollout_smoke" and cfg.episodes == 1
     assert compose("rollout", ["experiment=rollout_smoke", "episodes=3"]).episodes == 3
@@ -146,6 +146,122 @@ def test_all_groups_at_once():
     )
     t = compose("train", ["env=family", "dynamics=calibrated", "algo=ppo", "seed=2", "net_arch=[16,16]", "resume=/r.zip"])
     assert (t.env.scenario, t.algo, t.seed, list(t.net_arch), t.resume) == ("family", "ppo", 2, [16, 16], "/r.zip")
+
+
+# --- one settings source ------------------------------------------------------------------
+
+#: the schema every group's options merge into
+GROUP_SCHEMAS = {
+    "data": "DataConfig", "env": "RolloutEnvConfig", "dynamics": "DynamicsConfig", "reward": "RewardSchema",
+    "agent": "AgentConfig", "experiment": "ExperimentConfig", "tracking": "TrackingConfig",
+}
+COMMANDS = ["rollout", "train", "calibrate", "eval_tasks", "judge"]
+
+
+def _defaults_of(schema) -> dict:
+    return OmegaConf.to_container(OmegaConf.structured(schema))
+
+
+def _restated(values: dict, defaults: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key, value in values.items():
+        if key in ("defaults", "hydra") or key not in defaults:
+            continue
+        if isinstance(value, dict) and isinstance(defaults[key], dict) and value:
+            out += _restated(value, defaults[key], f"{prefix}{key}.")
+        elif value == defaults[key]:
+            out.append(f"{prefix}{key}")
+    return out
+
+
+def _yaml(path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+@pytest.mark.parametrize("group", [*GROUP_SCHEMAS, "llm"])
+def test_group_options_hold_only_what_differs_from_the_schema(group):
+    import experiments.config as schemas
+    from rescue_env.llm.config import LLMConfig
+
+    defaults = _defaults_of(LLMConfig if group == "llm" else getattr(schemas, GROUP_SCHEMAS[group]))
+    restated = {p.name: _restated(_yaml(p), defaults) for p in (CONF_DIR / group).glob("*.yaml")}
+    assert {name: keys for name, keys in restated.items() if keys} == {}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_composes_from_its_registered_schema_and_restates_none_of_it(command):
+    from hydra.core.config_store import ConfigStore
+
+    register_configs()
+    primary = _yaml(CONF_DIR / f"{command}.yaml")
+    assert primary["defaults"][0] == f"{command}_schema"
+    schema = ConfigStore.instance().load(f"{command}_schema.yaml").node
+    assert OmegaConf.get_type(compose(command)) is OmegaConf.get_type(schema)
+    assert _restated(primary, OmegaConf.to_container(schema)) == []
+
+
+def test_judge_settings_are_typed_and_checked_at_composition():
+    from experiments.judge import judge_config
+
+    cfg = compose("judge", ["scorer=llm", "twins.items_per_agent=2", "llm.model=m"])
+    settings = judge_config(cfg)
+    assert (settings.scorer, settings.twins.items_per_agent, settings.model) == ("llm", 2, "m")
+    with pytest.raises(COMPOSE_ERRORS, match="item_per_agent"):  # a typo is refused, not ignored
+        compose("judge", ["twins.item_per_agent=2"])
+    with pytest.raises(COMPOSE_ERRORS, match="batch_size"):
+        compose("judge", ["batch_size=many"])
+
+
+#: every setting that names data, by command
+PATH_SETTINGS = {
+    "rollout": ["data.path", "imitation_data"],
+    "train": ["data.path"],
+    "calibrate": ["data.path", "holdout.path"],
+    "eval_tasks": ["data.path", "fit_data"],
+    "judge": ["data.path"],
+}
+
+
+@pytest.mark.parametrize("command,setting", [(c, s) for c, settings in PATH_SETTINGS.items() for s in settings])
+def test_every_data_path_setting_takes_a_list(command, setting, tmp_path):
+    a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+    cfg = compose(command, [f"{setting}=[{a},{b}]"])
+    assert list(OmegaConf.select(cfg, setting)) == [a, b]
+    assert OmegaConf.select(compose(command, [f"{setting}={a}"]), setting) == a
+
+
+@pytest.fixture(scope="module")
+def two_files(tmp_path_factory):
+    from rescue_env.data import load_dialogues, write_jsonl
+
+    d = tmp_path_factory.mktemp("two")
+    seeds = load_dialogues()
+    couples = write_jsonl([s for s in seeds if s.scenario == "couple"][:3], d / "couples.jsonl")
+    families = write_jsonl([s for s in seeds if s.scenario == "family"][:2], d / "families.jsonl")
+    return couples, families
+
+
+def test_calibrate_scores_a_holdout_of_several_files(two_files, rescue, tmp_path):
+    couples, families = two_files
+    run = rescue(["calibrate", f"hydra.run.dir={tmp_path / 'cal'}", f"holdout.path=[{couples},{families}]", "sim_draws=2"])
+    assert run.rc == 0, run.err[-2000:]
+    import json
+
+    fidelity = json.loads((tmp_path / "cal" / "fidelity.json").read_text())
+    assert {s: f["dialogues"] for s, f in fidelity["holdout"].items()} == {"couple": 3, "family": 2}
+    assert fidelity["holdout_source"] == f"{couples}, {families}"
+
+
+def test_eval_tasks_fits_its_baselines_on_several_files(two_files, rescue, tmp_path):
+    import json
+
+    couples, families = two_files
+    run = rescue(["eval-tasks", f"hydra.run.dir={tmp_path / 'ev'}", f"fit_data=[{couples},{families}]", f"data.path={couples}",
+                  "tasks=[itp]", "progress=false"])
+    assert run.rc == 0, run.err[-2000:]
+    assert json.loads((tmp_path / "ev" / "run.json").read_text())["config"]["fit_data"] == [str(couples), str(families)]
 
 
 # --- bad overrides --------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from rescue_env.judges.llm_judge import (
     position_bias_report,
 )
 from rescue_env.judges.offline import OfflineScorer
-from rescue_env.judges.pipeline import JudgeConfig, run_judge
+from rescue_env.judges.config import JudgeConfig, TwinsConfig
+from rescue_env.judges.pipeline import run_judge
 from rescue_env.judges.twins import LLMResponder, LLMTwinGenerator, RecordedResponder, TemplateTwinGenerator, run_twins
 
 
@@ -150,7 +151,7 @@ def test_length_score_correlation() -> None:
 def test_pipeline_all_modes_with_llm_scorer(episodes) -> None:
     client = FakeJudgeClient()
     cfg = JudgeConfig(scorer="llm", modes=["absolute", "pairwise", "twins"], batch_size=12, model="fake-model",
-                      twins_items_per_agent=2, progress=False)
+                      twins=TwinsConfig(items_per_agent=2), progress=False)
     out = run(run_judge(episodes, cfg, client))
     s = out.summary
     assert s["scorer"] == "llm" and s["judge_model"] == "fake-model"
