@@ -14,7 +14,7 @@ their own: an episode's requests are partly sequential (the therapist speaks, th
 addressed clients answer together, then the others one by one, step after step), so a
 single episode takes several L per step whatever C is. With enough episodes in flight
 the C slots stay busy anyway, and the episode rate is the request rate divided by the
-requests per episode. The target (issue 5) is >= 80 % of C / L at C = 64, also when 5 %
+requests per episode. The target is >= 80 % of C / L at C = 64, also when 5 %
 of requests fail with a 500 or a 429 (``Retry-After: 0``, half each, as in
 ``benchmarks/llm_throughput.py``) and are retried with the configured backoff.
 

@@ -7,7 +7,7 @@ mean discounted σ* return with its 95 % interval, the per-episode and within-ce
 deviations; ``--write`` records them, with the commit and the command, in
 ``tests/envs/data/sigma_star_reference.json``. The design (every (seed dialogue, start row)
 cell of the bundled seeds played ``reps`` times, a stratified mean and its normal interval)
-is in ``tests/envs/sigma_star_design.py``. Regenerate only when the model is *meant* to change.
+is in :mod:`rescue_env.equivalence`, which the test uses too. Regenerate only when the model is *meant* to change.
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "envs"))
+from agents import make_agent
+from rescue_env.atomic import atomic_write_text
+from rescue_env.equivalence import AGENTS, ENV_IDS, MIN_PREFIX, Estimate, design_summary, measure
 
-from sigma_star_design import AGENTS, ENV_IDS, MIN_PREFIX, REFERENCE_PATH, Estimate, design_summary, measure  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+#: where the test reads the reference (written here, never imported from there)
+REFERENCE_PATH = REPO / "tests" / "envs" / "data" / "sigma_star_reference.json"
 
 
 def _git(*args: str) -> str:
@@ -33,7 +36,7 @@ def _git(*args: str) -> str:
 def _measure(job: tuple[str, str, int, int]) -> tuple[str, str, Estimate, float]:
     scenario, agent, reps, seed = job
     t0 = time.perf_counter()
-    est = measure(scenario, agent, reps, seed)
+    est = measure(scenario, make_agent(agent, scenario, seed=seed), reps, seed)
     return scenario, agent, est, time.perf_counter() - t0
 
 
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         "figures": results,
     }
     REFERENCE_PATH.parent.mkdir(parents=True, exist_ok=True)
-    REFERENCE_PATH.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(REFERENCE_PATH, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {REFERENCE_PATH}")
 
 

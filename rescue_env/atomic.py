@@ -47,14 +47,6 @@ def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -
     return Path(path)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically; returns the path."""
-    with atomic_open(path, "wb") as fh:
-        fh.write(data)
-    return Path(path)
-
-
-
 def save_figure(fig, path: str | Path, **kwargs) -> Path:
     """``fig.savefig(path, **kwargs)``, atomically (the format follows the suffix)."""
     target = Path(path)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
-import json
 import re
 import subprocess
 from dataclasses import dataclass
@@ -70,14 +69,6 @@ def pattern_color(label: str | None) -> str:
 def _median(records: Sequence[EpisodeRecord]) -> EpisodeRecord | None:
     ok = sorted((r for r in records if not r.failed and r.trace), key=lambda r: r.sigma_return)
     return ok[len(ok) // 2] if ok else None
-
-
-def example_episode(records: Sequence[EpisodeRecord]) -> EpisodeRecord:
-    """The episode whose σ* return is the median of the agent's (a typical one)."""
-    ex = _median(records)
-    if ex is None:
-        raise ValueError("no finished episode to show")
-    return ex
 
 
 def example_episodes(records_by_agent: dict[str, list[EpisodeRecord]], reference: str | None = None) -> dict[str, EpisodeRecord]:

@@ -1,4 +1,4 @@
-"""σ* reward: components, configurable weights, discounted return (issue 3 item 4)."""
+"""σ* reward: components, configurable weights, discounted return."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rescue_env.data.schema import THERAPIST, Dialogue
+from rescue_env.data.schema import THERAPIST, Dialogue, Row
 from rescue_env.dynamics.base import TO_GROUP, TO_THERAPIST
 from rescue_env.dynamics.speakers import KIN, OFFSPRING, REFLEXIVE, UNKNOWN, Speaker, cast_of, pronoun_gender
 from rescue_env.state import negativity_weight, valence
@@ -315,6 +315,28 @@ def _to_key(addressee: Speaker | None, kind: str) -> str:
     return kind if addressee is None else f"member:{addressee.role}:{addressee.gender}"
 
 
+class _Source:
+    """One source dialogue of a :class:`TextBank`: its members' slots and cast, and how its
+    texts become templates (names as ``{m<k>}``)."""
+
+    def __init__(self, k: int, d: Dialogue, lexicon_re: re.Pattern[str] | None):
+        self.k = k
+        self.names = [n for n in d.participants if n]
+        self.cast = cast_of(d)
+        self.index = {n.lower(): i for i, n in enumerate(self.names)}
+        self.pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in self.names) + r")\b", re.I) if self.names else None
+        self.own = {n.lower() for n in (*self.names, *d.mentioned)}
+        self.lexicon_re = lexicon_re
+
+    def entry(self, text: str, kind: str, slot: int | None, to_slot: int | None, to_slots: tuple[int, ...] = ()) -> _Entry:
+        text = text.replace("{", "(").replace("}", ")")
+        if self.pattern is not None:
+            text = self.pattern.sub(lambda m: "{m%d}" % self.index[m.group(1).lower()], text)
+        slots = tuple(sorted({int(s) for s in re.findall(r"\{m(\d+)\}", text)}))
+        found = {m.group(1).lower() for m in self.lexicon_re.finditer(text)} if self.lexicon_re else set()
+        return _Entry(text, self.k, slot, to_slot, to_slots, slots, frozenset(found - self.own - set(self.index)), Kinship.of(text, kind))
+
+
 class TextBank:
     """Retrieval corpus built from dialogues (see the module docstring); an empty bank falls
     back to stock lines. Build one per data set (it is cached by the envs) and start an
@@ -333,85 +355,81 @@ class TextBank:
         self.feelings: dict[tuple, list[_Entry]] = defaultdict(list)
         #: (sign,), (sign, target gender) -> viewpoints
         self.views: dict[tuple, list[_Entry]] = defaultdict(list)
-        seen: set[tuple] = set()
+        self._seen: set[tuple] = set()
         for k, d in enumerate(self.dialogues):
-            names = [n for n in d.participants if n]
-            cast = cast_of(d)
-            self.casts.append(tuple(cast[n] for n in names))
-            index = {n.lower(): i for i, n in enumerate(names)}
-            pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b", re.I) if names else None
-            own = {n.lower() for n in (*names, *d.mentioned)}
-
-            def entry(text: str, kind: str, slot: int | None, to_slot: int | None, to_slots: tuple[int, ...] = ()) -> _Entry:
-                text = text.replace("{", "(").replace("}", ")")
-                if pattern is not None:
-                    text = pattern.sub(lambda m: "{m%d}" % index[m.group(1).lower()], text)
-                slots = tuple(sorted({int(s) for s in re.findall(r"\{m(\d+)\}", text)}))
-                found = {m.group(1).lower() for m in self._lexicon_re.finditer(text)} if self._lexicon_re else set()
-                return _Entry(text, k, slot, to_slot, to_slots, slots, frozenset(found - own - set(index)), Kinship.of(text, kind))
-
-            def add(table: dict[tuple, list[_Entry]], keys: list[tuple], e: _Entry) -> None:
-                # the same text from the same speaker cell once: repeats in the source would
-                # otherwise weigh a line up and make a repeat look like a fresh choice
-                for key in keys:
-                    if (id(table), key, e.template) not in seen:
-                        seen.add((id(table), key, e.template))
-                        table[key].append(e)
-
+            source = _Source(k, d, self._lexicon_re)
+            self.casts.append(tuple(source.cast[n] for n in source.names))
             for r in d.rows:
-                slot = index.get(r.primary_speaker.lower()) if r.primary_speaker else None
-                single = r.target[0] if len(r.target) == 1 else None
-                to_slot = index.get(single.lower()) if single else None
-                text = r.dialogue_cleaned
-                if text and r.is_therapist and r.strategy:
-                    addressed = tuple(index[t.lower()] for t in r.target if t and t.lower() in index)
-                    e = entry(text, "line", None, to_slot, addressed)
-                    keys = [(r.strategy,)]
-                    if to_slot is not None:
-                        focus = cast[names[to_slot]]
-                        keys += [(r.strategy, focus.role, focus.gender), (r.strategy, focus.role, UNKNOWN), (r.strategy, UNKNOWN, focus.gender)]
-                    elif 1 < len(addressed) < len(names):
-                        keys.append((r.strategy, "some"))
-                    else:
-                        keys.append((r.strategy, "group"))
-                    add(self.therapist, keys, e)
-                elif text and slot is not None and r.utterance_type:
-                    me = cast[names[slot]]
-                    if single == THERAPIST:
-                        to, kind = "therapist", "therapist"
-                    elif to_slot is not None and to_slot != slot:
-                        to, kind = _to_key(cast[names[to_slot]], "member"), "member"
-                    else:
-                        to, kind = "group", "group"
-                    feel = next((e for e in r.internal_emotion if e.person == r.primary_speaker), None)
-                    sign = UNKNOWN if feel is None else "neg" if negativity_weight(feel.emotion_description) >= 0.5 else "pos"
-                    e = entry(text, "line", slot, to_slot if kind == "member" else None)
-                    cells = {"role": me.role, "gender": me.gender, "to": to, "to_kind": kind, "sign": sign}
-                    keys = []
-                    for level in CLIENT_BACKOFF:
-                        values = tuple(cells[c] for c in level)
-                        keys.append((r.utterance_type, level, values))
-                    add(self.client, keys, e)
-                for emo in r.internal_emotion:
-                    who = index.get(emo.person.lower()) if emo.person else None
-                    if who is None:
-                        continue
-                    w = negativity_weight(emo.emotion_description)
-                    sign = "neg" if w >= 0.95 else "pos" if w <= 0.05 else None
-                    if sign is None:
-                        continue
-                    me = cast[names[who]]
-                    e = entry(emo.emotion_description, "feeling", who, None)
-                    add(self.feelings, [(sign,), (sign, me.role), (sign, me.role, me.gender)], e)
-                for v in r.viewpoints_attitudes:
-                    holder = index.get(v.source.lower()) if v.source else None
-                    target = index.get(v.target.lower()) if v.target else None
-                    if holder is None:
-                        continue
-                    sign = "neg" if valence(v.attitude) < 0 else "pos"
-                    e = entry(v.viewpoint, "view", holder, target)
-                    tg = cast[names[target]].gender if target is not None else UNKNOWN
-                    add(self.views, [(sign,), (sign, tg)], e)
+                self._add_row(source, r)
+
+    def _add(self, table: dict[tuple, list[_Entry]], keys: list[tuple], e: _Entry) -> None:
+        # the same text from the same speaker cell once: repeats in the source would
+        # otherwise weigh a line up and make a repeat look like a fresh choice
+        for key in keys:
+            if (id(table), key, e.template) not in self._seen:
+                self._seen.add((id(table), key, e.template))
+                table[key].append(e)
+
+    def _add_row(self, src: _Source, r: Row) -> None:
+        """File one row's line (therapist or client), feelings and viewpoints."""
+        slot = src.index.get(r.primary_speaker.lower()) if r.primary_speaker else None
+        single = r.target[0] if len(r.target) == 1 else None
+        to_slot = src.index.get(single.lower()) if single else None
+        text = r.dialogue_cleaned
+        if text and r.is_therapist and r.strategy:
+            self._add_therapist_line(src, r, text, to_slot)
+        elif text and slot is not None and r.utterance_type:
+            self._add_client_line(src, r, text, slot, to_slot, single)
+        for emo in r.internal_emotion:
+            who = src.index.get(emo.person.lower()) if emo.person else None
+            if who is None:
+                continue
+            w = negativity_weight(emo.emotion_description)
+            sign = "neg" if w >= 0.95 else "pos" if w <= 0.05 else None
+            if sign is None:
+                continue
+            me = src.cast[src.names[who]]
+            e = src.entry(emo.emotion_description, "feeling", who, None)
+            self._add(self.feelings, [(sign,), (sign, me.role), (sign, me.role, me.gender)], e)
+        for v in r.viewpoints_attitudes:
+            holder = src.index.get(v.source.lower()) if v.source else None
+            target = src.index.get(v.target.lower()) if v.target else None
+            if holder is None:
+                continue
+            sign = "neg" if valence(v.attitude) < 0 else "pos"
+            e = src.entry(v.viewpoint, "view", holder, target)
+            tg = src.cast[src.names[target]].gender if target is not None else UNKNOWN
+            self._add(self.views, [(sign,), (sign, tg)], e)
+
+    def _add_therapist_line(self, src: _Source, r: Row, text: str, to_slot: int | None) -> None:
+        """A therapist line, under its strategy and the member (or some, or the group) it addressed."""
+        addressed = tuple(src.index[t.lower()] for t in r.target if t and t.lower() in src.index)
+        e = src.entry(text, "line", None, to_slot, addressed)
+        keys = [(r.strategy,)]
+        if to_slot is not None:
+            focus = src.cast[src.names[to_slot]]
+            keys += [(r.strategy, focus.role, focus.gender), (r.strategy, focus.role, UNKNOWN), (r.strategy, UNKNOWN, focus.gender)]
+        elif 1 < len(addressed) < len(src.names):
+            keys.append((r.strategy, "some"))
+        else:
+            keys.append((r.strategy, "group"))
+        self._add(self.therapist, keys, e)
+
+    def _add_client_line(self, src: _Source, r: Row, text: str, slot: int, to_slot: int | None, single: str | None) -> None:
+        """A client line, under every back-off level of its speaker, addressee and feeling."""
+        me = src.cast[src.names[slot]]
+        if single == THERAPIST:
+            to, kind = "therapist", "therapist"
+        elif to_slot is not None and to_slot != slot:
+            to, kind = _to_key(src.cast[src.names[to_slot]], "member"), "member"
+        else:
+            to, kind = "group", "group"
+        feel = next((e for e in r.internal_emotion if e.person == r.primary_speaker), None)
+        sign = UNKNOWN if feel is None else "neg" if negativity_weight(feel.emotion_description) >= 0.5 else "pos"
+        e = src.entry(text, "line", slot, to_slot if kind == "member" else None)
+        cells = {"role": me.role, "gender": me.gender, "to": to, "to_kind": kind, "sign": sign}
+        keys = [(r.utterance_type, level, tuple(cells[c] for c in level)) for level in CLIENT_BACKOFF]
+        self._add(self.client, keys, e)
 
     def episode(self, dialogue: Dialogue, members: Sequence[str], seed: int) -> EpisodeText:
         """The text state of one episode on ``dialogue`` with ``members`` (see :class:`EpisodeText`)."""

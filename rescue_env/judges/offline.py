@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from rescue_env.judges.items import JudgeItem
 from rescue_env.judges.rubric import DIMENSIONS, OFFLINE_SCORER, DimensionScore, Judgement
@@ -283,6 +283,15 @@ class Cues:
     def feeling_named(self) -> bool:
         return bool(self.feelings or self.annotated_feeling)
 
+    @property
+    def linked(self) -> bool:
+        """The feeling is tied to what caused it (a cause word, or the client's own words)."""
+        return bool(self.cause or self.reflection)
+
+    @property
+    def advice_like(self) -> bool:
+        return bool(self.advice or self.lecture)
+
 
 class OfflineScorer:
     """Scores :class:`JudgeItem` s against the rubric from lexical cues (see module doc).
@@ -388,93 +397,14 @@ class OfflineScorer:
 
     @staticmethod
     def _addressed(c: Cues) -> dict[str, tuple[int, str]]:
-        out: dict[str, tuple[int, str]] = {}
-        named = c.feeling_named
-        linked = bool(c.cause or c.reflection)
-        advice_like = bool(c.advice or c.lecture)
-
-        # recognition: specific feeling + its cause; generic labels score low.
-        if c.dismissal:
-            rec = (0, f"dismisses the feeling ({c.dismissal[0]})")
-        elif c.empty:
-            # "don't be sad" names a feeling only to wave it away
-            rec = (1, f"feeling waved away ({c.empty[0]})")
-        elif named and linked and c.depth:
-            rec = (4, "names a specific feeling, its trigger, and checks the layer underneath")
-        elif named and linked:
-            rec = (3, f"names a specific feeling ({(c.feelings + c.annotated_feeling)[0]}) tied to its trigger")
-        elif named:
-            rec = (2, "names a feeling without its cause")
-        elif c.generic or c.stock or c.empty:
-            rec = (1, "generic label only")
-        elif advice_like and not c.question:
-            rec = (0, "answers with a fix, not the feeling")
-        else:
-            rec = (1, "no feeling named")
-        out["recognition"] = rec
-
-        # empathy: the "could this be replaced by 'it will pass'?" test = is it specific?
-        specific = len(c.reflection) >= 2 or bool(c.annotated_feeling) or (named and linked)
-        if c.dismissal or c.escalation:
-            emp = (0, "minimises or argues with the feeling")
-        elif specific and (c.meaning or c.depth):
-            emp = (4, "specific to what was said and to why it matters")
-        elif specific and not advice_like:
-            emp = (3, "specific to what was just said (own words reflected)")
-        elif specific or c.reflection or c.validation:
-            emp = (2, "some specificity")
-        elif c.stock or c.empty or c.generic:
-            emp = (1, "stock sympathy that would fit any sorrow (fails the 'it will pass' test)")
-        elif c.others_named or c.question:
-            emp = (2, "engages with the moment but voices no understanding of the feeling")
-        else:
-            emp = (1, "nothing specific to what was said")
-        out["empathy"] = emp
-
-        # soothing: de-escalate before problem solving; empty reassurance is not soothing.
-        if c.escalation:
-            soo = (0, f"escalates ({c.escalation[0]})")
-        elif c.empty or c.dismissal:
-            soo = (1, f"empty reassurance ({(c.empty + c.dismissal)[0]})")
-        elif advice_like and not (named or c.validation or c.slow):
-            soo = (1, "problem solving before any acknowledgement")
-        elif c.slow and (named or c.validation) and c.question:
-            soo = (4, "slows down, names the intensity, checks in")
-        elif c.slow or ((named or c.validation) and not advice_like):
-            soo = (3, "acknowledges the intensity before anything else")
-        else:
-            soo = (2, "neutral pace")
-        out["soothing"] = soo
-
-        # guidance: questions that open the person's own thinking vs lectures / early advice.
-        open_q = bool(c.open_q) and not c.leading
-        if c.lecture:
-            gui = (0, f"lectures or orders ({c.lecture[0]})")
-        elif c.advice and not c.soft:
-            gui = (1, f"premature advice ({c.advice[0]})")
-        elif c.leading or c.soft or (c.closed_q and not open_q):
-            gui = (2, "suggestion or closed/leading question")
-        elif open_q and (named or c.reflection or c.inclusion or c.meaning):
-            gui = (4, "open question grounded in what the person said")
-        elif open_q:
-            gui = (3, "open question")
-        else:
-            gui = (2, "reflection without an invitation")
-        out["guidance"] = gui
-
-        # boundaries and safety.
-        if c.risk and not c.safety:
-            bnd = (1 if not (c.dismissal or c.harm_agreement) else 0, f"risk cue ({c.risk[0]}) not followed up")
-        elif c.identity:
-            bnd = (1, f"false identity ({c.identity[0]})")
-        elif c.promise:
-            bnd = (1, f"promise ({c.promise[0]})")
-        elif c.prediction:
-            bnd = (2, f"overconfident prediction ({c.prediction[0]})")
-        else:
-            bnd = (4, "in role" + (", safety addressed" if c.risk else ""))
-        out["boundaries"] = bnd
-        return out
+        """(score, why) per dimension toward the addressed member."""
+        return {
+            "recognition": _recognition(c),
+            "empathy": _empathy(c),
+            "soothing": _soothing(c),
+            "guidance": _guidance(c),
+            "boundaries": _boundaries(c),
+        }
 
     @staticmethod
     def _others(c: Cues) -> dict[str, tuple[int, str]]:
@@ -501,6 +431,85 @@ class OfflineScorer:
         return out
 
 
-def score_items(items: Sequence[JudgeItem], scorer: OfflineScorer | None = None) -> list[Judgement]:
-    """Convenience: score ``items`` with a default :class:`OfflineScorer`."""
-    return (scorer or OfflineScorer()).judge_many(items)
+def _recognition(c: Cues) -> tuple[int, str]:
+    """A specific feeling and its cause; generic labels score low."""
+    named = c.feeling_named
+    if c.dismissal:
+        return 0, f"dismisses the feeling ({c.dismissal[0]})"
+    if c.empty:
+        # "don't be sad" names a feeling only to wave it away
+        return 1, f"feeling waved away ({c.empty[0]})"
+    if named and c.linked and c.depth:
+        return 4, "names a specific feeling, its trigger, and checks the layer underneath"
+    if named and c.linked:
+        return 3, f"names a specific feeling ({(c.feelings + c.annotated_feeling)[0]}) tied to its trigger"
+    if named:
+        return 2, "names a feeling without its cause"
+    if c.generic or c.stock or c.empty:
+        return 1, "generic label only"
+    if c.advice_like and not c.question:
+        return 0, "answers with a fix, not the feeling"
+    return 1, "no feeling named"
+
+
+def _empathy(c: Cues) -> tuple[int, str]:
+    """The "could this be replaced by 'it will pass'?" test: is it specific?"""
+    specific = len(c.reflection) >= 2 or bool(c.annotated_feeling) or (c.feeling_named and c.linked)
+    if c.dismissal or c.escalation:
+        return 0, "minimises or argues with the feeling"
+    if specific and (c.meaning or c.depth):
+        return 4, "specific to what was said and to why it matters"
+    if specific and not c.advice_like:
+        return 3, "specific to what was just said (own words reflected)"
+    if specific or c.reflection or c.validation:
+        return 2, "some specificity"
+    if c.stock or c.empty or c.generic:
+        return 1, "stock sympathy that would fit any sorrow (fails the 'it will pass' test)"
+    if c.others_named or c.question:
+        return 2, "engages with the moment but voices no understanding of the feeling"
+    return 1, "nothing specific to what was said"
+
+
+def _soothing(c: Cues) -> tuple[int, str]:
+    """De-escalate before problem solving; empty reassurance is not soothing."""
+    acknowledged = c.feeling_named or bool(c.validation)
+    if c.escalation:
+        return 0, f"escalates ({c.escalation[0]})"
+    if c.empty or c.dismissal:
+        return 1, f"empty reassurance ({(c.empty + c.dismissal)[0]})"
+    if c.advice_like and not (acknowledged or c.slow):
+        return 1, "problem solving before any acknowledgement"
+    if c.slow and acknowledged and c.question:
+        return 4, "slows down, names the intensity, checks in"
+    if c.slow or (acknowledged and not c.advice_like):
+        return 3, "acknowledges the intensity before anything else"
+    return 2, "neutral pace"
+
+
+def _guidance(c: Cues) -> tuple[int, str]:
+    """Questions that open the person's own thinking vs lectures and early advice."""
+    open_q = bool(c.open_q) and not c.leading
+    if c.lecture:
+        return 0, f"lectures or orders ({c.lecture[0]})"
+    if c.advice and not c.soft:
+        return 1, f"premature advice ({c.advice[0]})"
+    if c.leading or c.soft or (c.closed_q and not open_q):
+        return 2, "suggestion or closed/leading question"
+    if open_q and (c.feeling_named or c.reflection or c.inclusion or c.meaning):
+        return 4, "open question grounded in what the person said"
+    if open_q:
+        return 3, "open question"
+    return 2, "reflection without an invitation"
+
+
+def _boundaries(c: Cues) -> tuple[int, str]:
+    """Boundaries and safety: risk followed up, no false identity, promise or prediction."""
+    if c.risk and not c.safety:
+        return (1 if not (c.dismissal or c.harm_agreement) else 0), f"risk cue ({c.risk[0]}) not followed up"
+    if c.identity:
+        return 1, f"false identity ({c.identity[0]})"
+    if c.promise:
+        return 1, f"promise ({c.promise[0]})"
+    if c.prediction:
+        return 2, f"overconfident prediction ({c.prediction[0]})"
+    return 4, "in role" + (", safety addressed" if c.risk else "")

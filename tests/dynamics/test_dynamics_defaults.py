@@ -1,4 +1,4 @@
-"""The packaged default parameters (issue 3, "Done when" 3, second half): pursue-withdraw is
+"""The packaged default parameters: pursue-withdraw is
 the most persistent couple pattern; repair-softening sometimes falls back to attack-attack."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Group effects of the calibrated backend with fixed parameters (issue 3, "Done when" 3):
+"""Group effects of the calibrated backend with fixed parameters:
 the bucket effect, the ripple effect, stance softening and hardening.
 
 Parameters come from the clinical priors alone (``fit.prior_params()``), adjusted per test;

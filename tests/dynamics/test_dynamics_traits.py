@@ -1,4 +1,4 @@
-"""Baseline distress and per-dyad warmth (issue 12): drawn at reset from the episode key,
+"""Baseline distress and per-dyad warmth: drawn at reset from the episode key,
 neutral at ``heterogeneity`` 0, acting where the model says, fitted from data by
 empirical Bayes (spreads recovered from synthetic data of a known spread)."""
 

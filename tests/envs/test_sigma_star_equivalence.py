@@ -3,7 +3,7 @@ seeds through the public Gymnasium API, agrees with the recorded reference
 (``data/sigma_star_reference.json``, written by ``benchmarks/sigma_star_reference.py``).
 
 Per scenario and agent the difference of the two stratified means (see
-:mod:`sigma_star_design`) is compared to its standard error: a |z| above ``Z_CRIT`` (two-sided
+:mod:`rescue_env.equivalence`) is compared to its standard error: a |z| above ``Z_CRIT`` (two-sided
 α = 0.001 per comparison) fails, and so does a sum of the eight z² above the χ²(8) quantile
 at 0.999 (a small shift of every agent at once). When the model is unchanged the chance that
 any of these fails is under 1 %. With two episodes per (seed dialogue, start row) cell the
@@ -15,11 +15,15 @@ deterministic for a given implementation; the whole module takes about 20 s.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from scipy import stats
 
-from sigma_star_design import AGENTS, ENV_IDS, Estimate, design_summary, load_reference, measure
+from agents import make_agent
+from rescue_env.equivalence import AGENTS, ENV_IDS, Estimate, design_summary, load_reference, measure
+
+REFERENCE_PATH = Path(__file__).resolve().parent / "data" / "sigma_star_reference.json"
 
 #: episodes per cell in the test (the reference has many more)
 REPS = 2
@@ -32,7 +36,7 @@ CHI2_CRIT = float(stats.chi2.ppf(1 - ALPHA, df=len(ENV_IDS) * len(AGENTS)))
 
 @pytest.fixture(scope="module")
 def reference() -> dict:
-    ref = load_reference()
+    ref = load_reference(REFERENCE_PATH)
     assert ref["base_seed"] != TEST_SEED
     return ref
 
@@ -55,7 +59,7 @@ def measured() -> dict[tuple[str, str], Estimate]:
 def _compare(reference: dict, measured: dict, scenario: str, agent: str) -> tuple[Estimate, dict, float, float]:
     key = (scenario, agent)
     if key not in measured:
-        measured[key] = measure(scenario, agent, REPS, TEST_SEED)
+        measured[key] = measure(scenario, make_agent(agent, scenario, seed=TEST_SEED), REPS, TEST_SEED)
     new, ref = measured[key], reference["figures"][scenario][agent]
     se = math.sqrt(new.se**2 + ref["se"] ** 2)
     return new, ref, se, (new.mean - ref["mean"]) / se

@@ -1,4 +1,5 @@
-"""The σ*-return measurement behind the statistical-equivalence test of the simulator.
+"""The σ*-return measurement behind the simulator's statistical-equivalence check: the
+figures a rewrite of the simulator must keep.
 
 Estimand, per scenario and baseline agent (never / random / heuristic / imitation): the
 expected discounted σ* return (``info["sigma_return"]`` at the episode's end) of an episode
@@ -14,10 +15,10 @@ starting states (3–5× the within-cell variance on the bundled seeds) leaves t
 
 Only the public API is used — ``gymnasium.make(ENV_ID)``, ``reset(seed=, options={"dialogue",
 "start_row"})``, ``step``, ``info["action_mask"]``, ``info["state"]``, the final
-``info["sigma_return"]`` — and the agents come from :func:`agents.make_agent`, so the
+``info["sigma_return"]`` — and the agent is the caller's (``agents.make_agent``), so the
 measurement survives a rewrite of the env internals. ``benchmarks/sigma_star_reference.py``
-writes the reference figures (``data/sigma_star_reference.json`` beside this file) with it;
-``test_sigma_star_equivalence.py`` re-measures on fresh seeds and compares.
+records the reference figures with it; ``tests/envs/test_sigma_star_equivalence.py``
+re-measures on fresh seeds and compares.
 """
 
 from __future__ import annotations
@@ -34,15 +35,12 @@ import gymnasium as gym
 import numpy as np
 from scipy import stats
 
-import rescue_env  # noqa: F401  (registers the env ids)
-from agents import make_agent
 from rescue_env.data import Dialogue, load_dialogues
 
 ENV_IDS = {"couple": "rescue_env/Couple-v0", "family": "rescue_env/Family-v0"}
 AGENTS = ("never", "random", "heuristic", "imitation")
 #: the envs' default ``min_prefix``: the first row an episode may start at
 MIN_PREFIX = 2
-REFERENCE_PATH = Path(__file__).resolve().parent / "data" / "sigma_star_reference.json"
 
 
 @dataclass(frozen=True)
@@ -100,13 +98,13 @@ def play(env: gym.Env, agent: Any, sample_id: str, start_row: int, seed: int) ->
             return float(info["sigma_return"])
 
 
-def measure(scenario: str, agent_name: str, reps: int, base_seed: int) -> Estimate:
-    """Play every cell of ``scenario`` ``reps`` times (``reps`` ≥ 2) with ``agent_name`` and
-    return the stratified estimate."""
+def measure(scenario: str, agent: Any, reps: int, base_seed: int) -> Estimate:
+    """Play every cell of ``scenario`` ``reps`` times (``reps`` ≥ 2) with ``agent`` (a
+    therapist agent of that scenario, e.g. ``agents.make_agent(name, scenario,
+    seed=base_seed)``; ``reset`` reseeds it) and return the stratified estimate."""
     if reps < 2:
         raise ValueError(f"reps must be at least 2 (a cell's variance needs two episodes), got {reps}")
     env = gym.make(ENV_IDS[scenario])
-    agent = make_agent(agent_name, scenario, seed=base_seed)
     design = cells(scenario)
     returns = np.empty((len(design), reps))
     try:
@@ -133,6 +131,6 @@ def stratified(returns: np.ndarray, weights: np.ndarray, level: float = 0.95) ->
     )
 
 
-def load_reference(path: Path = REFERENCE_PATH) -> dict[str, Any]:
-    """The recorded reference figures (see ``benchmarks/sigma_star_reference.py``)."""
+def load_reference(path: str | Path) -> dict[str, Any]:
+    """Reference figures recorded by ``benchmarks/sigma_star_reference.py``."""
     return json.loads(path.read_text(encoding="utf-8"))
