@@ -204,14 +204,14 @@ def fetch_main(args: argparse.Namespace) -> int:
         kwargs["expected_dialogues"] = None  # another file: no count to hold it to
     try:
         result = fetch.fetch_release(args.dest, **kwargs)
-    except fetch.FetchError as exc:
-        print(f"rescue data fetch: {exc}", file=sys.stderr)
-        return 1
+    except fetch.FetchError as exc:  # a download or a check that failed: nothing changed
+        report_error(str(exc), "rescue data fetch")
+        return EXIT_USER_ERROR
     print(
         f"{result.path}: {result.dialogues} dialogues ({result.couples} couple, {result.families} family), "
         f"sha256 {result.sha256}\nuse it with data.path={result.path}"
     )
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
