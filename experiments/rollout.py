@@ -25,7 +25,6 @@ import csv
 import functools
 import gc
 import html
-import json
 import logging
 import os
 import sys
@@ -47,6 +46,7 @@ from rescue_env.atomic import atomic_open, atomic_write_text
 from rescue_env.data import load_dialogues, resolve_data_paths
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.comparison import compare
+from rescue_env.jsonl import dumps, finite_or_null
 from rescue_env.report import console_rows, csv_rows, write_report
 from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, arun_episodes, read_journal, run_episode
 
@@ -143,7 +143,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
                         rec = run_episode(env, agent, d.sample_id, e, cfg.seed)
                         rec.agent = name
                         # one write per line: a crash leaves whole lines (a torn tail is skipped on resume)
-                        sink.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
+                        sink.write(dumps(rec.to_json()) + "\n")
                         sink.flush()
                         records[name].append(rec)
                         bar.update()
@@ -411,7 +411,7 @@ ROLE_COLUMNS = [
 def write_figures(out: Path, metrics: dict[str, Any], comparison: dict[str, Any]) -> None:
     """A run folder's ``metrics.json`` and ``summary.csv`` (one row per agent and scope),
     each written atomically."""
-    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    atomic_write_text(out / "metrics.json", dumps(finite_or_null(metrics), indent=1))  # undefined figures: null
     headers, rows = csv_rows(comparison)
     with atomic_open(out / "summary.csv", newline="") as fh:
         writer = csv.writer(fh)

@@ -50,8 +50,8 @@ def read_text(path: str | Path) -> str:
     return Path(path).read_bytes().decode("utf-8")
 
 
-def read_objects(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed value)`` of each non-blank line of the file at ``path``.
+def read_records(path: str | Path) -> Iterator[tuple[int, str, Any]]:
+    """``(line number, line, parsed value)`` of each non-blank line of the file at ``path``.
 
     Raises:
         JsonlError: a line that is not JSON (or a file that is not UTF-8), naming the line.
@@ -63,9 +63,16 @@ def read_objects(path: str | Path) -> Iterator[tuple[int, Any]]:
         raise JsonlError(path, line, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     for n, line in numbered_lines(text):
         try:
-            yield n, json.loads(line)
+            obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise JsonlError(path, n, f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+        yield n, line, obj
+
+
+def read_objects(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value)`` of each non-blank line (see :func:`read_records`)."""
+    for n, _, obj in read_records(path):
+        yield n, obj
 
 
 def dumps(obj: Any, **kwargs: Any) -> str:
