@@ -259,3 +259,24 @@ def test_infinite_weights_and_a_reference_outside_the_run_are_refused(rescue, tm
         return
     assert_refused(run, needle)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["rollout", "calibrate"])
+def test_an_unknown_pattern_label_stops_the_run_naming_file_and_line(rescue, tmp_path, command):
+    """Rollout and calibrate used to drop an unknown relation-pattern label without a word
+    (the episode then started from pursue_withdraw): an error at FILE:LINE, like other bad input."""
+    import json
+
+    from rescue_env.data import load_dialogues
+
+    records = [d.to_dict() for d in load_dialogues() if d.scenario == "couple"]
+    row = next(i for i, r in enumerate(records[1]["rows"]) if r.get("primary_speaker") != "Therapist")
+    records[1]["rows"][row]["relation_pattern"] = "pursue-withdraw"  # a typo of pursue_withdraw
+    data = tmp_path / "typo.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "run"
+    extra = ROLLOUT if command == "rollout" else ()
+    run = rescue([command, f"hydra.run.dir={out}", f"data.path={data}", *extra])
+    assert run.rc == EXIT_USER_ERROR, run.err[-2000:]
+    assert f"{data}:2: rows[{row}].relation_pattern: unknown couple pattern 'pursue-withdraw'" in run.err
+    assert "Traceback" not in run.err
