@@ -339,9 +339,14 @@ def merge_runs(out: str | Path, shards: list[str | Path], compare_to: str | None
         reference_of({a: [] for a in dict.fromkeys(agent_of.values())}, compare_to, {})
     counts, warnings = completeness(read)
     order = sorted(lines, key=lambda k: (agent_of[k], k))
+    records: dict[str, list[EpisodeRecord]] = {}
+    for key in order:  # every line an episode before anything is written
+        try:
+            records.setdefault(agent_of[key], []).append(record_from_json(json.loads(lines[key])))
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise UserError(f"{key}: not an episode line ({exc})") from None
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "episodes.jsonl", "".join(lines[k] + "\n" for k in order))
-    records = load_records(out)
     recorded = next((s.metrics for s in read if "compare_to" in s.metrics), {})
     comparison = compare(records, reference_of(records, compare_to, recorded))
     metrics = {"merged_from": [str(s) for s in shards], **comparison, "merge": {**counts, "warnings": warnings},
