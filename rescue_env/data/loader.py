@@ -40,7 +40,6 @@ from typing import Any, Iterable, Union
 import ftfy
 
 from rescue_env.data.errors import DataValidationError, Problem
-from rescue_env.jsonl import numbered_lines, read_text, split_lines
 from rescue_env.data.schema import (
     GROUP_LABELS,
     NON_CLIENT_NAMES,
@@ -55,6 +54,7 @@ from rescue_env.data.schema import (
     StrategyRecord,
     ViewpointRecord,
 )
+from rescue_env.jsonl import numbered_lines, read_text, split_lines
 
 #: Row keys that the schema knows; anything else is kept in ``Row.extras``.
 ROW_KEYS = frozenset(
