@@ -39,9 +39,9 @@ commands:
   data fetch [DEST] [--sha256 H]  download the public release (benchmark_191.jsonl), check it
   judge agreement --human H.csv [--judge J.csv | --run DIR]
                                   judge-vs-human agreement (exact, MAE, quadratic κ)
-  summarize DIR [--reps N]        one table of a sweep's jobs: mean ± 95 % CI, IQM, paired Δ
+  summarize DIR [--include-failed] one table of a sweep's jobs: mean ± 95 % CI, IQM, paired Δ
   report RUN_DIR [--compare-to A] re-render report.html of a rollout run folder
-  merge OUT SHARD_DIR...          join a sharded rollout's run folders (shard=i/n) into OUT
+  merge OUT SHARD_DIR...          join a sharded rollout's run folders (shard=i/n) into a new OUT
 {hydra}
 Hydra commands take overrides, e.g. `rescue rollout episodes=4 seed=1`;
 `rescue COMMAND --help` lists their configuration.
@@ -204,14 +204,14 @@ def fetch_main(args: argparse.Namespace) -> int:
         kwargs["expected_dialogues"] = None  # another file: no count to hold it to
     try:
         result = fetch.fetch_release(args.dest, **kwargs)
-    except fetch.FetchError as exc:
-        print(f"rescue data fetch: {exc}", file=sys.stderr)
-        return 1
+    except fetch.FetchError as exc:  # a download or a check that failed: nothing changed
+        report_error(str(exc), "rescue data fetch")
+        return EXIT_USER_ERROR
     print(
         f"{result.path}: {result.dialogues} dialogues ({result.couples} couple, {result.families} family), "
         f"sha256 {result.sha256}\nuse it with data.path={result.path}"
     )
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from hydra.core.config_store import ConfigStore
 
 from agents.algos import check_algo
 
+from rescue_env.comparison import DEFAULT_REFERENCE, check_reference
 from rescue_env.judges.config import JudgeConfig
 from rescue_env.llm.config import LLMConfig
 from rescue_env.config import EnvConfig as EnvSettings
@@ -165,8 +166,8 @@ class RolloutConfig:
     agents: list[str] = field(default_factory=lambda: ["never", "random", "heuristic", "imitation"])
     #: a trained SB3 policy (.zip) added to the comparison as ``trained``
     policy: Optional[str] = None
-    #: reference agent of the paired differences (Δ σ* return on the same episodes, 95 % CI);
-    #: null or an agent not in the run: no paired column
+    #: reference agent of the paired differences (Δ σ* return on the same episodes, 95 % CI):
+    #: an agent of the run; null: no paired column (the default, heuristic, only when it runs)
     compare_to: Optional[str] = "heuristic"
     #: "i/n": play only the i-th of n shards of the seed dialogues (0 ≤ i < n; every agent on
     #: the same ones), e.g. one per cluster job; `rescue merge OUT SHARD_DIR...` joins them
@@ -191,6 +192,8 @@ class RolloutConfig:
             if not self.agents and not self.policy:
                 raise ValueError("agents=[] names no agent to run: give agents=[heuristic,...] or agent=NAME")
             check_agent_names(self.agents, "agents")
+        names = [self.agent.name] if self.agent.name else [*self.agents, *(["trained"] if self.policy else [])]
+        check_reference(self.compare_to, names, named=self.compare_to != DEFAULT_REFERENCE)
         check_range(self, "episodes", 1)
         check_range(self, "snapshots", 0)
 

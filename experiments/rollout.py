@@ -25,7 +25,6 @@ import copy
 import csv
 import functools
 import html
-import json
 import logging
 import os
 import sys
@@ -48,6 +47,7 @@ from rescue_env.atomic import atomic_open, atomic_write_text
 from rescue_env.data import load_dialogues, resolve_data_paths
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.comparison import compare
+from rescue_env.jsonl import dumps, finite_or_null
 from rescue_env.report import console_rows, csv_rows, write_report
 from rescue_env.llm import UsageStats
 from rescue_env.llm.backend import client_from_config
@@ -346,7 +346,7 @@ ROLE_COLUMNS = [
 def write_figures(out: Path, metrics: dict[str, Any], comparison: dict[str, Any]) -> None:
     """A run folder's ``metrics.json`` and ``summary.csv`` (one row per agent and scope),
     each written atomically."""
-    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    atomic_write_text(out / "metrics.json", dumps(finite_or_null(metrics), indent=1))  # undefined figures: null
     headers, rows = csv_rows(comparison)
     with atomic_open(out / "summary.csv", newline="") as fh:
         writer = csv.writer(fh)

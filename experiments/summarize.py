@@ -16,6 +16,10 @@ keys, ``--seed-key``) form one group. Per group and agent, over the group's seed
 A job's score is its held-out final evaluation for ``rescue train`` (``final_eval``: the
 policy and the non-learned agents) and its pooled σ* return for ``rescue rollout``.
 
+A job with failed episodes (an LLM rollout that exited 3) is not ok: its mean covers only the
+episodes that finished, so it is left out of the means (``--include-failed`` keeps it), its
+failures are shown per job, and the command exits 3, as it does when a job has no metrics.
+
 Writes into ``DIR``: ``summary.csv`` (one row per group and agent), ``summary.json``,
 ``summary.png`` (IQM and mean with intervals) and ``jobs.csv`` (the index: each job folder,
 its overrides, its status). The Hydra callback :class:`SummarizeCallback` runs this at the
@@ -42,7 +46,9 @@ import yaml
 from hydra.experimental.callback import Callback
 from tabulate import tabulate
 
+from experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, report_error
 from rescue_env.atomic import atomic_open, atomic_write_text, save_figure
+from rescue_env.jsonl import dumps, finite_or_null
 from rescue_env.rollout import mean_ci
 
 log = logging.getLogger(__name__)
@@ -64,6 +70,9 @@ class Job:
     deltas: dict[str, float] = field(default_factory=dict)
     reference: str | None = None
     status: str = "ok"
+    #: episodes of this job (all agents) and how many of them failed
+    episodes: int = 0
+    failed: int = 0
 
 
 def _overrides(run: Path) -> dict[str, str]:
@@ -95,15 +104,19 @@ def read_job(run: Path) -> Job:
         job.kind, job.reference = "train", "heuristic"
         for agent, fig in m["final_eval"].items():
             job.scores[agent] = float(fig["sigma_return_mean"])
-            if fig.get("paired_vs_heuristic"):
+            if fig.get("paired_vs_heuristic") and fig["paired_vs_heuristic"].get("mean") is not None:
                 job.deltas[agent] = float(fig["paired_vs_heuristic"]["mean"])
     elif "agents" in m:
         job.kind, job.reference = "rollout", m.get("compare_to")
         for agent, fig in m["agents"].items():
-            if "sigma_return_mean" in fig:
+            if fig.get("sigma_return_mean") is not None:
                 job.scores[agent] = float(fig["sigma_return_mean"])
-            if fig.get("paired") and fig["paired"].get("n"):
+            if fig.get("paired") and fig["paired"].get("n") and fig["paired"].get("mean") is not None:
                 job.deltas[agent] = float(fig["paired"]["mean"])
+            job.episodes += int(fig.get("episodes") or 0)
+            job.failed += int(fig.get("failed") or 0)
+        if job.failed:
+            job.status = f"{job.failed} of {job.episodes} episodes failed"
     else:
         job.status = "metrics.json of another command"
     return job
@@ -165,9 +178,18 @@ def iqm_intervals(scores: dict[str, np.ndarray], reps: int, seed: int = 0) -> di
     return out
 
 
-def summarize(root: str | Path, *, seed_keys: Sequence[str] = SEED_KEYS, reps: int = 2000, plot: bool = True) -> dict[str, Any]:
+def pooled(job: Job, include_failed: bool) -> bool:
+    """Whether ``job`` enters the means: it has scores and is ok (or only has failed
+    episodes and ``include_failed``)."""
+    return bool(job.kind) and (job.status == "ok" or (include_failed and job.failed > 0))
+
+
+def summarize(
+    root: str | Path, *, seed_keys: Sequence[str] = SEED_KEYS, reps: int = 2000, plot: bool = True, include_failed: bool = False
+) -> dict[str, Any]:
     """Summarise the runs under ``root`` (see the module docstring); returns what
-    ``summary.json`` holds. Raises ``FileNotFoundError`` when ``root`` has no run."""
+    ``summary.json`` holds. A job with failed episodes is left out of the means unless
+    ``include_failed``. Raises ``FileNotFoundError`` when ``root`` has no run."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder")
@@ -177,9 +199,13 @@ def summarize(root: str | Path, *, seed_keys: Sequence[str] = SEED_KEYS, reps: i
     swept = swept_keys(jobs)
     by = [k for k in swept if k not in seed_keys]
     groups: dict[tuple[str, ...], list[Job]] = defaultdict(list)
+    left_out: dict[tuple[str, ...], int] = defaultdict(int)
     for j in jobs:
-        if j.kind:
-            groups[tuple(j.overrides.get(k, "") for k in by)].append(j)
+        key = tuple(j.overrides.get(k, "") for k in by)
+        if pooled(j, include_failed):
+            groups[key].append(j)
+        elif j.kind:
+            left_out[key] += 1
     rows: list[dict[str, Any]] = []
     matrices: dict[str, np.ndarray] = {}
     for key, members in groups.items():
@@ -191,13 +217,15 @@ def summarize(root: str | Path, *, seed_keys: Sequence[str] = SEED_KEYS, reps: i
             d_mean, d_half = mean_ci(deltas) if deltas else (math.nan, math.nan)
             row = {**dict(zip(by, key)), "agent": agent, "seeds": len(values), "mean": mean, "ci95": half,
                    "reference": members[0].reference, "delta_mean": d_mean, "delta_ci95": d_half, "delta_seeds": len(deltas),
-                   "values": values}
+                   "failed": sum(j.failed for j in members), "jobs_left_out": left_out[key], "values": values}
             rows.append(row)
             matrices[str(len(rows) - 1)] = np.asarray(values, dtype=float)[:, None]  # (seeds, 1 task)
     for i, (point, low, high) in iqm_intervals(matrices, reps).items():
         rows[int(i)].update(iqm=point, iqm_ci_low=low, iqm_ci_high=high)
-    result = {"root": str(root), "swept": swept, "group_by": by, "seed_keys": list(seed_keys), "bootstrap_reps": reps, "rows": rows,
-              "jobs": [{"path": str(j.path.relative_to(root)), "kind": j.kind, "status": j.status, "overrides": j.overrides} for j in jobs]}
+    result = {"root": str(root), "swept": swept, "group_by": by, "seed_keys": list(seed_keys), "bootstrap_reps": reps,
+              "include_failed": include_failed, "rows": rows,
+              "jobs": [{"path": str(j.path.relative_to(root)), "kind": j.kind, "status": j.status, "episodes": j.episodes,
+                        "failed": j.failed, "pooled": pooled(j, include_failed), "overrides": j.overrides} for j in jobs]}
     write_outputs(root, result, jobs, plot=plot)
     return result
 
@@ -209,12 +237,18 @@ def table_rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     headers = [*by, "agent", "seeds", "σ* return\nmean ± 95 %", "IQM\n[95 % CI]"]
     if ref:
         headers.append(f"Δ vs {ref}\nmean ± 95 %")
+    # failed episodes in the pooled jobs (--include-failed) and jobs left out: shown when any
+    faults = any(r.get("failed") or r.get("jobs_left_out") for r in result["rows"])
+    if faults:
+        headers.append("failed eps /\njobs left out")
     out = []
     for r in result["rows"]:
         iqm = f"{r['iqm']:.2f}" + ("" if math.isnan(r["iqm_ci_low"]) else f" [{r['iqm_ci_low']:.2f}, {r['iqm_ci_high']:.2f}]")
         row = [*(r[k] for k in by), r["agent"], str(r["seeds"]), _pm(r["mean"], r["ci95"]), iqm]
         if ref:
             row.append("reference" if r["agent"] == ref else ("-" if not r["delta_seeds"] else _pm(r["delta_mean"], r["delta_ci95"], signed=True)))
+        if faults:
+            row.append(f"{r.get('failed', 0)} / {r.get('jobs_left_out', 0)}")
         out.append(row)
     return headers, out
 
@@ -227,19 +261,22 @@ def _pm(mean: float, half: float, signed: bool = False) -> str:
 def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, plot: bool = True) -> None:
     """``summary.csv``, ``summary.json``, ``jobs.csv`` and ``summary.png`` into ``root``."""
     by = result["group_by"]
-    fields = [*by, "agent", "seeds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds"]
+    fields = [*by, "agent", "seeds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds",
+              "failed", "jobs_left_out"]
     with atomic_open(root / "summary.csv", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         for r in result["rows"]:
             writer.writerow({k: (round(v, 4) if isinstance(v, float) and not math.isnan(v) else ("" if isinstance(v, float) else v)) for k, v in r.items()})
-    atomic_write_text(root / "summary.json", json.dumps(result, indent=1, default=float))
+    atomic_write_text(root / "summary.json", dumps(finite_or_null(result), indent=1, default=float))
     keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
     with atomic_open(root / "jobs.csv", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["job", "kind", "status", *keys])
+        writer.writerow(["job", "kind", "status", "episodes", "failed", "pooled", *keys])
+        pooled_paths = {j["path"] for j in result["jobs"] if j["pooled"]}
         for j in jobs:
-            writer.writerow([str(j.path.relative_to(root)), j.kind, j.status, *(j.overrides.get(k, "") for k in keys)])
+            path = str(j.path.relative_to(root))
+            writer.writerow([path, j.kind, j.status, j.episodes, j.failed, path in pooled_paths, *(j.overrides.get(k, "") for k in keys)])
     if plot and result["rows"]:
         plot_summary(result, root / "summary.png")
 
@@ -282,7 +319,13 @@ def print_summary(result: dict[str, Any]) -> str:
     text = tabulate(rows, headers=headers, disable_numparse=True)
     bad = [j for j in result["jobs"] if j["status"] != "ok"]
     lines = [f"{len(result['jobs'])} job(s) under {result['root']}; grouped by {', '.join(result['group_by']) or 'nothing (seeds only)'}", text]
-    lines += [f"skipped {j['path']}: {j['status']}" for j in bad]
+    for j in bad:
+        if j["pooled"]:
+            lines.append(f"kept {j['path']} in the means (--include-failed): {j['status']}")
+        elif j["failed"]:
+            lines.append(f"left out {j['path']}: {j['status']} (its mean covers the rest only; --include-failed keeps it)")
+        else:
+            lines.append(f"skipped {j['path']}: {j['status']}")
     lines.append(f"wrote summary.csv, summary.json, summary.png, jobs.csv in {result['root']}")
     return "\n".join(lines)
 
@@ -306,14 +349,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-key", action="append", dest="seed_keys", help="override key naming a seed (default: seed); repeatable")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples of the IQM interval (default 2000)")
     parser.add_argument("--no-plot", action="store_true", help="skip summary.png")
+    parser.add_argument("--include-failed", action="store_true",
+                        help="keep jobs with failed episodes in the means (their finished episodes only)")
     args = parser.parse_args(argv)
     try:
-        result = summarize(args.dir, seed_keys=args.seed_keys or SEED_KEYS, reps=args.reps, plot=not args.no_plot)
+        result = summarize(args.dir, seed_keys=args.seed_keys or SEED_KEYS, reps=args.reps, plot=not args.no_plot,
+                           include_failed=args.include_failed)
     except FileNotFoundError as exc:
-        print(f"rescue summarize: {exc}", file=sys.stderr)
-        return 1
+        report_error(str(exc), "rescue summarize")
+        return EXIT_USER_ERROR
     print(print_summary(result))
-    return 0
+    # a job left out or with failures: the table is not the whole sweep
+    return EXIT_SOME_FAILED if any(j["status"] != "ok" for j in result["jobs"]) else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Examples::
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -46,6 +45,7 @@ from rescue_env.atomic import atomic_write_text
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 from rescue_env.comparison import paired_interval
+from rescue_env.jsonl import dumps, finite_or_null
 from rescue_env.rollout import mean_ci, run_episode
 
 log = logging.getLogger(__name__)
@@ -301,7 +301,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         "model": str(model_path),
         "elapsed_s": time.perf_counter() - t0,
     }
-    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    atomic_write_text(out / "metrics.json", dumps(finite_or_null(metrics), indent=1))  # strict JSON: undefined figures null
     rows = []
     for k, v in final.items():
         p = v.get("paired_vs_heuristic")

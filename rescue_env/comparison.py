@@ -30,6 +30,20 @@ from rescue_env.rollout import EpisodeRecord, summarise
 
 #: Scope name of the pooled figures (the scenarios every agent played).
 POOLED = "all"
+#: The reference agent when none is named: used when it runs, else there is no paired Δ.
+DEFAULT_REFERENCE = "heuristic"
+
+
+def check_reference(compare_to: str | None, agents: Sequence[str], *, named: bool = True) -> None:
+    """Raise ``ValueError`` unless ``compare_to`` is ``None`` or one of ``agents`` (the
+    agents of the run). With ``named=False`` (a default, not the user's choice)
+    :data:`DEFAULT_REFERENCE` may be absent: the run then has no paired Δ."""
+    if compare_to is None or compare_to in agents or (not named and compare_to == DEFAULT_REFERENCE):
+        return
+    raise ValueError(
+        f"compare_to={compare_to!r} is not an agent of this run; name one of {', '.join(agents)} "
+        "(or null for no paired Δ)"
+    )
 
 
 def episode_key(record: EpisodeRecord) -> tuple[str, str, int]:
@@ -74,11 +88,12 @@ def paired_difference(
 
 
 def compare(
-    records_by_agent: Mapping[str, Sequence[EpisodeRecord]], compare_to: str | None = "heuristic"
+    records_by_agent: Mapping[str, Sequence[EpisodeRecord]], compare_to: str | None = DEFAULT_REFERENCE
 ) -> dict[str, Any]:
     """Per-agent figures on the same episodes, pooled and per scenario, with paired
-    differences against ``compare_to`` (skipped when that agent is not in the run or is
-    null).
+    differences against ``compare_to`` (none when it is null, or when it is
+    :data:`DEFAULT_REFERENCE` and that agent is not in the run). Any other name must be an
+    agent of the run: ``ValueError`` listing them otherwise (:func:`check_reference`).
 
     Returns ``{"compare_to", "scenarios", "pooled_scenarios", "left_out", "agents"}``:
     ``scenarios`` every scenario played, ``pooled_scenarios`` those every agent played,
@@ -87,6 +102,7 @@ def compare(
     difference to the reference, absent for the reference itself) and ``"by_scenario"``
     (the same figures per scenario the agent played).
     """
+    check_reference(compare_to, list(records_by_agent), named=compare_to != DEFAULT_REFERENCE)
     scenarios = sorted({r.scenario for recs in records_by_agent.values() for r in recs})
     played = {name: {r.scenario for r in recs} for name, recs in records_by_agent.items()}
     pooled = [s for s in scenarios if all(s in p for p in played.values())]

@@ -11,9 +11,15 @@ weights.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rescue_env.validation import check_range
+
+#: Largest σ* weight. Only the weights' ratios shape a policy, so a weight beyond this is a
+#: typo; near 1e308 one step's reward, or the return over an episode, overflows to -inf.
+MAX_WEIGHT = 1e6
+
 
 @dataclass(frozen=True)
 class RewardConfig:
@@ -39,9 +45,12 @@ class RewardConfig:
     def __post_init__(self) -> None:
         for name in ("w_mean", "beta", "lam", "cost", "gamma"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-                raise ValueError(f"{name}={value!r}: reward weights must be numbers")
+            # inf and NaN pass a plain range check (inf >= 0) and make σ* -inf or NaN, which
+            # metrics.json and episodes.jsonl cannot hold: refused here, where every path
+            # (config, env, vector env, training) builds its weights
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name}={value!r}: reward weights must be finite numbers")
         # a negative weight turns the objective around (distress, coldness or talking rewarded)
         for name in ("w_mean", "beta", "lam", "cost"):
-            check_range(self, name, 0.0)
+            check_range(self, name, 0.0, MAX_WEIGHT)
         check_range(self, "gamma", 0.0, 1.0)

@@ -43,6 +43,7 @@ from scipy import stats
 
 from rescue_env.concurrency import request_priority
 from rescue_env.data.schema import Dialogue
+from rescue_env.jsonl import dumps
 from rescue_env.envs.gym_env import GroupSupportEnv
 
 
@@ -332,7 +333,7 @@ class EpisodeJournal:
         """Append ``record`` as one whole line."""
         if self._fd is None:
             raise RuntimeError(f"{self.path} is closed")
-        line = json.dumps(record.to_json(), ensure_ascii=False)
+        line = dumps(record.to_json())  # NaN / Infinity are not JSON: refused, never written
         data = (line + "\n").encode("utf-8")
         written = 0
         while written < len(data):  # one write in practice; loop for short writes

@@ -5,18 +5,21 @@ Messages start with ``name=value`` so that the Hydra guard can prefix the sectio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
 
 def check_range(obj: Any, name: str, low: float | None = None, high: float | None = None, *, low_open: bool = False, optional: bool = False) -> None:
-    """Raise ``ValueError`` unless ``low <= obj.name <= high`` (``low < …`` with ``low_open``);
-    ``None`` passes when ``optional``."""
+    """Raise ``ValueError`` unless ``obj.name`` is a finite number with ``low <= obj.name <=
+    high`` (``low < …`` with ``low_open``); ``None`` passes when ``optional``."""
     value = getattr(obj, name)
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name}={value!r} is not a number")
+    if not math.isfinite(value):  # inf passes "x >= low", NaN passes every comparison
+        raise ValueError(f"{name}={value!r} is not a finite number")
     bad_low = low is not None and (value <= low if low_open else value < low)
     bad_high = high is not None and value > high
     if bad_low or bad_high:

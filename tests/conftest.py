@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from rescue_env.jsonl import split_lines
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_SUBSET = REPO_ROOT.parent / "shared" / "data" / "rescue-bench-subset" / "benchmark_subset.jsonl"
 REAL_MORE = REPO_ROOT.parent / "shared" / "data" / "rescue-bench-more" / "benchmark_more.jsonl"
@@ -37,7 +39,7 @@ def real_subset_path() -> Path:
 @pytest.fixture(scope="session")
 def real_lines(real_subset_path: Path) -> list[str]:
     """The subset's lines as published (one dialogue per line)."""
-    return real_subset_path.read_text(encoding="utf-8").splitlines()
+    return split_lines(real_subset_path.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from rescue_env.comparison import compare, is_significant, paired_difference
+from rescue_env.comparison import check_reference, compare, is_significant, paired_difference
 from rescue_env.rollout import EpisodeRecord
 
 
@@ -64,3 +64,20 @@ def test_a_scenario_one_agent_did_not_play_leaves_the_pooled_figures_for_everyon
 def test_no_reference_in_the_run_means_no_paired_figures():
     c = compare({"never": [rec("never", "couple", "c1", 0, -1.0)]}, compare_to="heuristic")
     assert c["compare_to"] is None and "paired" not in c["agents"]["never"]
+
+
+@pytest.mark.parametrize("name", ["bogus", "Heuristic", "never "])
+def test_a_reference_that_is_not_an_agent_of_the_run_is_an_error(name):
+    """A mistyped reference used to drop the Δ columns without a word."""
+    records = {"never": [rec("never", "couple", "c1", 0, -1.0)], "heuristic": [rec("heuristic", "couple", "c1", 0, -0.5)]}
+    with pytest.raises(ValueError, match=f"compare_to={name!r} is not an agent of this run; name one of never, heuristic"):
+        compare(records, compare_to=name)
+    with pytest.raises(ValueError):
+        check_reference(name, list(records))
+
+
+def test_the_default_reference_must_run_only_when_named():
+    check_reference(None, ["never"])
+    check_reference("heuristic", ["never"], named=False)  # the default: the run simply has no Δ
+    with pytest.raises(ValueError, match="not an agent of this run"):
+        check_reference("heuristic", ["never"])  # named by the user (--compare-to heuristic)

@@ -182,3 +182,27 @@ def test_reward_weights_cannot_change_behind_the_core():
 def test_nonsense_weights_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         RewardConfig(**bad)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"lam": math.inf}, {"beta": math.inf}, {"w_mean": -math.inf}, {"lam": 1e308}, {"cost": math.nan}, {"gamma": math.nan}],
+    ids=["lam-inf", "beta-inf", "w_mean-minus-inf", "lam-1e308", "cost-nan", "gamma-nan"],
+)
+def test_weights_must_be_finite_and_bounded(bad):
+    """inf passes ``x >= 0`` and 1e308 overflows σ* to -inf: both refused, naming the weight."""
+    with pytest.raises(ValueError, match=f"^{next(iter(bad))}="):
+        RewardConfig(**bad)
+
+
+def test_the_largest_weight_keeps_the_return_finite():
+    from rescue_env.reward import MAX_WEIGHT
+
+    env = GroupSupportEnv(reward=RewardConfig(w_mean=MAX_WEIGHT, beta=MAX_WEIGHT, lam=MAX_WEIGHT, cost=MAX_WEIGHT))
+    env.reset(seed=0)
+    done, info = False, {}
+    while not done:
+        _, r, term, trunc, info = env.step(1)
+        assert math.isfinite(r)
+        done = term or trunc
+    assert math.isfinite(info["sigma_return"])

@@ -8,19 +8,29 @@ its authors' — cite the RESCUE-BENCH paper (``CITATION.cff``) and ask them bef
 redistributing it.
 
 :func:`fetch_release` downloads it with ``pooch`` from a URL pinned to one commit of that
-repository (so the bytes cannot change under a given URL), checks a SHA-256 when one is
-given (``sha256=``, or :data:`RELEASE_SHA256` once pinned), writes the file's SHA-256 next to
-it (``benchmark_191.jsonl.sha256``) so later runs can pin it, and validates the records
-(:func:`rescue_env.data.validate`) and their count. A file that fails any check is removed.
+repository (so the bytes cannot change under a given URL) into a temporary file beside the
+destination, checks it there — a SHA-256 when one is given (``sha256=``, or
+:data:`RELEASE_SHA256` once pinned), the records (:func:`rescue_env.data.validate`) and their
+count — and only then moves it into place (``os.replace``, atomic) with its SHA-256 beside it
+(``benchmark_191.jsonl.sha256``, so later runs can pin it). A download that fails or fails a
+check leaves nothing behind and changes nothing that was there.
+
+A destination that already exists is never deleted: without ``force`` it is checked as it
+is (nothing is downloaded) and kept whatever the result; with ``force`` it is replaced only
+by a download that passed every check.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rescue_env.atomic import atomic_write_text
 from rescue_env.data.loader import validate
 
 log = logging.getLogger(__name__)
@@ -65,35 +75,80 @@ def fetch_release(
     expected_dialogues: int | None = RELEASE_DIALOGUES,
     force: bool = False,
 ) -> FetchResult:
-    """Download ``url`` to ``dest`` (skipped when ``dest`` exists, unless ``force``), check
-    it and return what it holds. Raises :class:`FetchError` with the reason; a file that
-    fails a check is deleted, so a later run does not pick it up."""
+    """Download ``url`` to ``dest``, check it and return what it holds; an existing ``dest``
+    is checked instead (nothing downloaded) unless ``force``.
+
+    Raises :class:`FetchError` naming the cause and the fix. Whatever fails, the files that
+    were there (``dest`` and ``dest.sha256``) are left as they were and no partial download
+    remains."""
+    dest = Path(dest).expanduser().resolve()
+    if dest.is_dir():
+        raise FetchError(f"{dest} is a folder; give the file to write, e.g. {dest / 'benchmark_191.jsonl'}")
+    if dest.exists() and not force:
+        return _check_existing(dest, sha256, expected_dialogues)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".download", dir=dest.parent))
+    try:
+        part = _download(url, staging, sha256)
+        result = _check(part, sha256, expected_dialogues, what=url)
+        os.replace(part, dest)  # only a download that passed every check replaces anything
+        atomic_write_text(_sidecar(dest), f"{result.sha256}  {dest.name}\n")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return FetchResult(dest, result.sha256, result.dialogues, result.couples, result.families)
+
+
+def _sidecar(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".sha256")
+
+
+def _download(url: str, folder: Path, sha256: str | None) -> Path:
+    """``url`` downloaded into ``folder`` (pooch checks ``sha256`` when given)."""
     import pooch
 
-    dest = Path(dest).resolve()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if force and dest.exists():
-        dest.unlink()
     known = f"sha256:{sha256.lower()}" if sha256 else None
     try:
-        pooch.retrieve(url, known_hash=known, fname=dest.name, path=dest.parent, progressbar=False)
+        return Path(pooch.retrieve(url, known_hash=known, fname="download.jsonl", path=folder, progressbar=False))
     except ValueError as exc:  # pooch: hash mismatch (it removes the download itself)
-        raise FetchError(f"{url}: {exc}") from exc
+        raise FetchError(f"{url}: {exc}; nothing was written") from exc
     except Exception as exc:  # requests' connection and HTTP errors
-        raise FetchError(f"could not download {url}: {exc}") from exc
-    digest = sha256_of(dest)
-    if sha256 and digest != sha256.lower():  # an existing file that pooch did not re-check
-        dest.unlink()
-        raise FetchError(f"{dest}: SHA-256 {digest} is not the expected {sha256}; removed it, fetch again")
-    report = validate(dest)
+        raise FetchError(f"could not download {url}: {exc}; nothing was written") from exc
+
+
+def _check(path: Path, sha256: str | None, expected_dialogues: int | None, *, what: str) -> FetchResult:
+    """Check the file at ``path`` (``what`` names it in messages) or raise :class:`FetchError`."""
+    digest = sha256_of(path)
+    if sha256 and digest != sha256.lower():
+        raise FetchError(f"{what}: SHA-256 {digest} is not the expected {sha256}")
+    report = validate(path)
     if report.errors:
-        dest.unlink()
-        shown = "\n".join(str(p) for p in report.errors[:5])
-        raise FetchError(f"{url} does not hold valid dialogues ({len(report.errors)} error(s)); removed it:\n{shown}")
+        shown = "\n".join(str(p).replace(str(path), what, 1) for p in report.errors[:5])
+        raise FetchError(f"{what} does not hold valid dialogues ({len(report.errors)} error(s)):\n{shown}")
     n = len(report.dialogues)
     if expected_dialogues is not None and n != expected_dialogues:
-        dest.unlink()
-        raise FetchError(f"{url} holds {n} dialogues, expected {expected_dialogues}; removed it")
-    dest.with_name(dest.name + ".sha256").write_text(f"{digest}  {dest.name}\n", encoding="utf-8")
+        raise FetchError(f"{what} holds {n} dialogues, expected {expected_dialogues}")
     couples = sum(d.scenario == "couple" for d in report.dialogues)
-    return FetchResult(dest, digest, n, couples, n - couples)
+    return FetchResult(path, digest, n, couples, n - couples)
+
+
+def _check_existing(dest: Path, sha256: str | None, expected_dialogues: int | None) -> FetchResult:
+    """Check a ``dest`` that was there before this command; it is kept whatever the result,
+    and its ``.sha256`` written only when there is none."""
+    try:
+        result = _check(dest, sha256, expected_dialogues, what=str(dest))
+    except FetchError as exc:
+        raise FetchError(
+            f"{exc}\n{dest} was already there: nothing was downloaded and the file was kept. "
+            "Fetch to another DEST, or pass --force to replace it with a download that passes the checks"
+        ) from None
+    sidecar = _sidecar(dest)
+    if sidecar.is_file():
+        recorded = (sidecar.read_text(encoding="utf-8").split() or [""])[0].lower()
+        if recorded != result.sha256:
+            raise FetchError(
+                f"{dest} has SHA-256 {result.sha256}, but {sidecar.name} records {recorded or 'nothing'}: the file "
+                "changed since it was fetched; both were kept. Fetch to another DEST, or pass --force to download it again"
+            )
+    else:
+        atomic_write_text(sidecar, f"{result.sha256}  {dest.name}\n")
+    return result

@@ -54,6 +54,7 @@ from rescue_env.data.schema import (
     StrategyRecord,
     ViewpointRecord,
 )
+from rescue_env.jsonl import numbered_lines, read_text, split_lines
 
 #: Row keys that the schema knows; anything else is kept in ``Row.extras``.
 ROW_KEYS = frozenset(
@@ -229,9 +230,10 @@ def load_dialogues(path: DataPath = None, *, strict: bool = False) -> list[Dialo
     or a list of those: see :func:`resolve_data_paths`); the bundled seeds when ``path`` is
     ``None``. The one loader every command's ``data.path`` goes through.
 
-    ``strict`` turns warnings (unknown strategy, pattern or utterance-type labels…) into
-    errors. A ``participants`` string and a speaker missing from ``participants`` are
-    always errors.
+    ``strict`` turns warnings (unknown strategy or utterance-type labels…) into errors. A
+    ``participants`` string, a speaker missing from ``participants`` and an unknown
+    relation-pattern label (``relation_pattern`` / ``relation_cycle_state``) are always
+    errors.
 
     Raises:
         DataValidationError: one :class:`Problem` per error, nothing loaded.
@@ -334,7 +336,7 @@ def parse_dialogue(
 def _read_jsonl(path: Path, strict: bool) -> tuple[list[Dialogue], list[Problem]]:
     file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except UnicodeDecodeError as e:
         return [], [Problem(file, 1, "file", f"not UTF-8 text ({e.reason} at byte {e.start})", "UTF-8 JSON Lines")]
     except OSError as e:
@@ -343,10 +345,9 @@ def _read_jsonl(path: Path, strict: bool) -> tuple[list[Dialogue], list[Problem]
         return [], [Problem(file, 1, "file", "empty file", "at least one dialogue, one JSON object per line")]
     dialogues: list[Dialogue] = []
     problems: list[Problem] = []
-    lines = text.splitlines()
-    for lineno, raw_line in enumerate(lines, start=1):
-        if not raw_line.strip():
-            continue
+    # "\n" ends a line, nothing else: U+2028 / U+0085 are allowed raw inside JSON strings
+    lines = split_lines(text)
+    for lineno, raw_line in numbered_lines(text):
         try:
             obj = json.loads(raw_line)
         except json.JSONDecodeError as e:
@@ -584,8 +585,10 @@ class _DialogueParser:
                 ("relation_cycle_state", row.relation_cycle_state),
                 ("relation_pattern", row.relation_pattern),
             ):
+                # always an error: the pattern seeds an episode's start state and the fitted
+                # transitions, and a label dropped there would start it from another pattern
                 if label and label not in pattern_set:
-                    self.warn(f"{fld}.{label_fld}", f"unknown {scenario} pattern {label!r}", f"one of {sorted(pattern_set)} or \"\"")
+                    self.error(f"{fld}.{label_fld}", f"unknown {scenario} pattern {label!r}", f"one of {sorted(pattern_set)} or \"\" (no clear pattern)")
             for j, s in enumerate(row.support_strategy):
                 if s.strategy_type and s.strategy_type not in strategy_set:
                     self.warn(

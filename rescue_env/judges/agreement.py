@@ -38,6 +38,7 @@ from statistics import mean
 from typing import Any, Iterable, Mapping, Sequence
 
 from rescue_env.atomic import atomic_open, atomic_write_text
+from rescue_env.jsonl import JsonlError, read_objects
 from rescue_env.judges.rubric import DIMENSIONS, MAX_SCORE
 
 REQUIRED_COLUMNS = ("item_id", "dimension", "rater", "score")
@@ -141,16 +142,10 @@ def judge_ratings_from_judgements(records: Iterable[Mapping[str, Any]], rater: s
 
 def read_judgements(path: str | Path) -> list[dict[str, Any]]:
     """Read a ``judgements.jsonl`` file (one JSON object per line)."""
-    p = Path(path)
-    records = []
-    with p.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise AgreementInputError([f"{p}:{n}: not JSON ({e.msg})"]) from None
-    return records
+    try:
+        return [obj for _, obj in read_objects(path)]
+    except JsonlError as e:
+        raise AgreementInputError([str(e)]) from None
 
 
 def write_scores_csv(ratings: Iterable[Rating], path: str | Path) -> Path:

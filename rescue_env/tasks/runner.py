@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 
 from rescue_env.atomic import atomic_write_text
 from rescue_env.data.schema import Dialogue
+from rescue_env.jsonl import numbered_lines, read_text
 from rescue_env.tasks.instances import (
     GENERATIVE_TASKS,
     Instance,
@@ -247,17 +248,13 @@ def read_details(path: Path) -> dict[tuple[str, str], dict]:
     done: dict[tuple[str, str], dict] = {}
     if not path.exists():
         return done
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning("%s: skipping an unreadable line (interrupted write?)", path)
-                continue
-            done[(rec["task"], rec["id"])] = rec
+    for n, line in numbered_lines(read_text(path)):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("%s:%d: skipping an unreadable line (interrupted write?)", path, n)
+            continue
+        done[(rec["task"], rec["id"])] = rec
     return done
 
 

@@ -231,13 +231,8 @@ def _other_scenario_pattern(rec):
     return f"rows[{i}].relation_cycle_state"
 
 
-@pytest.mark.parametrize(
-    "breaker",
-    [_unknown_strategy, _unknown_cycle_state, _unknown_relation_pattern, _other_scenario_pattern],
-    ids=["strategy", "cycle-state", "relation-pattern", "other-scenario-pattern"],
-)
-def test_unknown_label_warns_or_fails_under_strict(tmp_path, run_cli, base_lines, breaker):
-    lines, fld = edit(base_lines, 1, breaker)
+def test_unknown_strategy_warns_or_fails_under_strict(tmp_path, run_cli, base_lines):
+    lines, fld = edit(base_lines, 1, _unknown_strategy)
     path = write_lines(tmp_path / "labels.jsonl", lines)
 
     # default: a counted warning, everything loads, exit 0
@@ -254,6 +249,21 @@ def test_unknown_label_warns_or_fails_under_strict(tmp_path, run_cli, base_lines
     # --strict: an error, nothing loaded, non-zero exit
     (p,) = expect_errors(run_cli, path, [(2, fld)], strict=True)
     assert "unknown" in p.message
+
+
+@pytest.mark.parametrize(
+    "breaker",
+    [_unknown_cycle_state, _unknown_relation_pattern, _other_scenario_pattern],
+    ids=["cycle-state", "relation-pattern", "other-scenario-pattern"],
+)
+def test_unknown_pattern_label_is_an_error_without_strict(tmp_path, run_cli, base_lines, breaker):
+    """The pattern seeds an episode's start: a label the taxonomy does not know would be
+    dropped there (the episode starting from another pattern), so it stops the load."""
+    lines, fld = edit(base_lines, 1, breaker)
+    path = write_lines(tmp_path / "labels.jsonl", lines)
+    (p,) = expect_errors(run_cli, path, [(2, fld)])
+    assert "unknown" in p.message and "pattern" in p.message
+    assert p.expected.startswith("one of [")
 
 
 @pytest.mark.parametrize("content", ["", "\n", "\n  \n\n"], ids=["zero-bytes", "newline", "blank-lines"])
@@ -448,3 +458,33 @@ def test_directory_rows_not_a_list_points_at_rows_key(seed_dir):
     with pytest.raises(DataValidationError) as err:
         load_dialogues(seed_dir)
     assert [p.line for p in err.value.problems] == [rows_line]
+
+
+# --- line separators inside strings ---------------------------------------------------------
+
+
+def _separators_in_text(rec):
+    i = first_row(rec, lambda r: bool(r.get("dialogue_cleaned")))
+    rec["rows"][i]["dialogue_cleaned"] = "I said\u2028no.\u2029Then\u0085nothing."
+    return f"rows[{i}].dialogue_cleaned"
+
+
+def test_line_separators_inside_strings_are_accepted(tmp_path, run_cli, base_lines):
+    """U+2028, U+2029 and U+0085 are valid raw inside a JSON string: the file loads, the
+    text keeps them, and the line count is the file's."""
+    lines, _ = edit(base_lines, 1, _separators_in_text)
+    path = write_lines(tmp_path / "seps.jsonl", lines)
+    assert "\u2028" in path.read_text(encoding="utf-8")
+    dialogues = load_dialogues(path, strict=True)
+    assert len(dialogues) == len(lines)
+    # the published text (Row.raw) as written; the shown text is repaired by ftfy
+    assert any("I said\u2028no.\u2029Then\u0085nothing." == r.raw["dialogue_cleaned"] for r in dialogues[1].rows)
+    assert run_cli("data", "validate", str(path)).rc == 0
+
+
+def test_line_numbers_after_a_line_separator(tmp_path, run_cli, base_lines):
+    lines, _ = edit(base_lines, 0, _separators_in_text)
+    lines[2] = "this is not json"
+    path = write_lines(tmp_path / "seps.jsonl", lines)
+    (p,) = expect_errors(run_cli, path, [(3, "record")])
+    assert "not valid JSON" in p.message

@@ -236,3 +236,47 @@ def test_a_sweep_checks_each_job(rescue, tmp_path):
     assert not sweep.exists(), "every job is checked before the first one runs"
     ok = rescue(["rollout", "-m", "reward.lam=0,0.5", f"hydra.sweep.dir={sweep}", *ROLLOUT])
     assert ok.rc == 0 and (sweep / "1" / "metrics.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (["reward.lam=inf"], "reward.lam=inf"),
+        (["reward.lam=1e308"], "reward.lam=1e+308 is out of range"),
+        (["reward.beta=inf"], "reward.beta=inf"),
+        (["reward.lam=nan"], "reward.lam=nan"),
+        (["compare_to=bogus"], "compare_to='bogus' is not an agent of this run; name one of never"),
+        (["compare_to=heuristic"], None),  # the default reference, not in agents=[never]: no Δ, no error
+    ],
+)
+def test_infinite_weights_and_a_reference_outside_the_run_are_refused(rescue, tmp_path, overrides, needle):
+    """inf / NaN / 1e308 made σ* -inf or NaN and non-JSON metrics; a mistyped reference made
+    the Δ columns vanish: both refused before the run folder exists."""
+    out = tmp_path / "run"
+    run = rescue(["rollout", f"hydra.run.dir={out}", *ROLLOUT, *overrides])
+    if needle is None:
+        assert run.rc == 0, run.err[-2000:]
+        return
+    assert_refused(run, needle)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["rollout", "calibrate"])
+def test_an_unknown_pattern_label_stops_the_run_naming_file_and_line(rescue, tmp_path, command):
+    """Rollout and calibrate used to drop an unknown relation-pattern label without a word
+    (the episode then started from pursue_withdraw): an error at FILE:LINE, like other bad input."""
+    import json
+
+    from rescue_env.data import load_dialogues
+
+    records = [d.to_dict() for d in load_dialogues() if d.scenario == "couple"]
+    row = next(i for i, r in enumerate(records[1]["rows"]) if r.get("primary_speaker") != "Therapist")
+    records[1]["rows"][row]["relation_pattern"] = "pursue-withdraw"  # a typo of pursue_withdraw
+    data = tmp_path / "typo.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "run"
+    extra = ROLLOUT if command == "rollout" else ()
+    run = rescue([command, f"hydra.run.dir={out}", f"data.path={data}", *extra])
+    assert run.rc == EXIT_USER_ERROR, run.err[-2000:]
+    assert f"{data}:2: rows[{row}].relation_pattern: unknown couple pattern 'pursue-withdraw'" in run.err
+    assert "Traceback" not in run.err

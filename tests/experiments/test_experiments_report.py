@@ -1,5 +1,8 @@
-"""``rescue report RUN_DIR``: the report and plots come back from ``episodes.jsonl``, a judge
-section survives, another reference agent can be chosen, and bad folders fail clearly."""
+"""``rescue report RUN_DIR`` and ``rescue merge OUT SHARD...``: the report and plots come back
+from ``episodes.jsonl``, a judge section survives, another reference agent can be chosen (an
+agent of the run), bad folders fail clearly with exit 2; merge never writes over a shard,
+refuses shards run with other settings, and warns about (and counts) missing, partial and
+failed shards; a JSON string holding U+2028 / U+2029 / U+0085 reads back everywhere."""
 
 from __future__ import annotations
 
@@ -27,19 +30,33 @@ def test_report_is_rebuilt_from_the_run_folder(rollout_run, tmp_path: Path, caps
 
 
 def test_a_folder_without_episodes_is_a_clear_error(tmp_path: Path, capsys):
-    assert main(["report", str(tmp_path)]) == 1
-    assert "not a `rescue rollout` run folder" in capsys.readouterr().err
+    assert main(["report", str(tmp_path)]) == 2
+    assert "rescue report: error:" in capsys.readouterr().err
 
 
-def test_shards_merge_into_the_unsharded_run(rollout_run, rescue, rollout_args, tmp_path: Path, capsys):
+def test_report_compare_to_must_name_an_agent_of_the_run(rollout_run, tmp_path: Path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(rollout_run.dir, run)
+    before = (run / "report.html").read_bytes()
+    assert main(["report", str(run), "--compare-to", "Heuristic"]) == 2
+    err = capsys.readouterr().err
+    assert "'Heuristic' is not an agent of this run" in err and "never, heuristic" in err
+    assert (run / "report.html").read_bytes() == before
+
+
+def test_report_names_the_line_that_is_not_an_episode(rollout_run, tmp_path: Path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(rollout_run.dir, run)
+    with (run / "episodes.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write("{torn\n")
+    n = len((run / "episodes.jsonl").read_bytes().split(b"\n")) - 1
+    assert main(["report", str(run)]) == 2
+    assert f"episodes.jsonl:{n}: not valid JSON" in capsys.readouterr().err
+
+
+def test_shards_merge_into_the_unsharded_run(rollout_run, shards, tmp_path: Path, capsys):
     import json
 
-    shards = []
-    for i in (0, 1):
-        d = tmp_path / f"shard{i}"
-        run = rescue(["rollout", f"hydra.run.dir={d}", *rollout_args, f"shard={i}/2", "report=false"])
-        assert run.rc == 0, run.err[-2000:]
-        shards.append(d)
     sizes = [len((d / "episodes.jsonl").read_text().splitlines()) for d in shards]
     assert sizes == [10, 8]  # 9 seeds over 2 shards (5 + 4), 2 agents each
     out = tmp_path / "merged"
@@ -52,9 +69,141 @@ def test_shards_merge_into_the_unsharded_run(rollout_run, rescue, rollout_args, 
         assert merged["agents"][agent]["sigma_return_mean"] == pytest.approx(whole["agents"][agent]["sigma_return_mean"])
     for key in ("mean", "ci_low", "ci_high", "n"):
         assert merged["agents"]["never"]["paired"][key] == pytest.approx(whole["agents"]["never"]["paired"][key])
+    assert merged["merge"] == {"shards": 2, "missing_shards": [], "partial_shards": {}, "episodes_missing": 0,
+                               "episodes_failed": 0, "warnings": []}
     assert (out / "report.html").is_file() and (out / "summary.csv").is_file()
 
 
 def test_a_bad_shard_is_a_clear_error(rescue, tmp_path: Path):
     run = rescue(["rollout", f"hydra.run.dir={tmp_path / 'x'}", "episodes=1", "agents=[never]", "shard=2/2", "progress=false"])
     assert run.rc != 0 and "need 0 ≤ i < n" in run.err
+
+
+# --- merge ------------------------------------------------------------------------------------
+
+SEPARATED_REPLY = "I hear you.\u2028You both\u2029want\u0085rest."
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory, rescue, rollout_args) -> list[Path]:
+    """Shards 0/2 and 1/2 of the shared tiny rollout (5 + 4 seed dialogues, 2 agents)."""
+    root = tmp_path_factory.mktemp("shards")
+    out = []
+    for i in (0, 1):
+        d = root / f"s{i}"
+        run = rescue(["rollout", f"hydra.run.dir={d}", *rollout_args, f"shard={i}/2", "report=false"])
+        assert run.rc == 0, run.err[-2000:]
+        out.append(d)
+    return out
+
+
+def copies(shards: list[Path], tmp_path: Path) -> list[Path]:
+    out = []
+    for s in shards:
+        shutil.copytree(s, tmp_path / s.name)
+        out.append(tmp_path / s.name)
+    return out
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_merge_refuses_a_run_folder_as_out(shards, tmp_path: Path, capsys):
+    """``rescue merge s0 s1``: OUT forgotten; s0 is not written over."""
+    s0, s1 = copies(shards, tmp_path)
+    before = snapshot(s0)
+    assert main(["merge", str(s0), str(s1)]) == 2
+    err = capsys.readouterr().err
+    assert "rescue merge: error:" in err and "is a run folder" in err and "OUT forgotten" in err and "usage: rescue merge OUT" in err
+    assert snapshot(s0) == before
+    assert main(["merge", str(s1), str(s0), str(s1)]) == 2  # OUT among the shards
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("keep me")
+    assert main(["merge", str(tmp_path / "notes"), str(s0), str(s1)]) == 2
+    assert (tmp_path / "notes" / "mine.txt").read_text() == "keep me"
+
+
+def test_merge_replaces_an_earlier_merge_only_with_overwrite(shards, tmp_path: Path, capsys):
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *map(str, shards)]) == 0
+    assert main(["merge", str(out), *map(str, shards)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["merge", str(out), *map(str, shards), "--overwrite"]) == 0
+
+
+def test_merge_refuses_shards_run_with_other_settings(shards, tmp_path: Path, capsys):
+    import json
+
+    import yaml
+
+    s0, s1 = copies(shards, tmp_path)
+    record = json.loads((s1 / "run_config.json").read_text())
+    record["reward"]["lam"] = 3.0
+    (s1 / "run_config.json").write_text(json.dumps(record))
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), str(s0), str(s1)]) == 2
+    err = capsys.readouterr().err
+    assert "different settings" in err and "reward.lam (s0: 1.0, s1: 3.0)" in err
+    assert not out.exists()
+    record["reward"]["lam"] = 1.0
+    (s1 / "run_config.json").write_text(json.dumps(record))
+    config = yaml.safe_load((s1 / ".hydra" / "config.yaml").read_text())
+    config["episodes"] = 2
+    (s1 / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    assert main(["merge", str(out), str(s0), str(s1)]) == 2
+    assert "episodes (s0: 1, s1: 2)" in capsys.readouterr().err
+
+
+def test_merge_warns_about_and_counts_a_killed_shard(shards, tmp_path: Path, capsys):
+    import json
+
+    s0, s1 = copies(shards, tmp_path)
+    lines = (s1 / "episodes.jsonl").read_text(encoding="utf-8").split("\n")
+    (s1 / "episodes.jsonl").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")  # killed after 3 of 8
+    (s1 / "metrics.json").unlink()
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), str(s0), str(s1)]) == 3
+    err = capsys.readouterr().err
+    assert "warning:" in err and "holds 3 of the 8 episodes its config plans" in err
+    merge = json.loads((out / "metrics.json").read_text())["merge"]
+    assert merge["partial_shards"] == {str(s1): {"present": 3, "planned": 8}} and merge["episodes_missing"] == 5
+
+
+def test_merge_warns_about_and_counts_a_missing_shard(shards, tmp_path: Path, capsys):
+    import json
+
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), str(shards[0])]) == 3
+    assert "shard(s) 1/2 of 2 not given" in capsys.readouterr().err
+    merge = json.loads((out / "metrics.json").read_text())["merge"]
+    assert merge["missing_shards"] == ["1/2"] and merge["shards"] == 1
+
+
+def test_merge_and_report_read_a_reply_holding_line_separators(shards, tmp_path: Path, capsys):
+    """An LLM reply holding U+2028, U+2029 and U+0085, written raw into episodes.jsonl (as
+    ``json.dumps(..., ensure_ascii=False)`` writes it), splits no line."""
+    import json
+
+    s0, s1 = copies(shards, tmp_path)
+    path = s1 / "episodes.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    obj = json.loads(lines[1])
+    obj["rows"][-1]["dialogue_cleaned"] = SEPARATED_REPLY
+    lines[1] = json.dumps(obj, ensure_ascii=False)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    assert "\u2028" in path.read_text(encoding="utf-8")
+    assert main(["report", str(s1)]) == 0, capsys.readouterr().err
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), str(s0), str(s1), "--compare-to", "never"]) == 0, capsys.readouterr().err
+    merged = (out / "episodes.jsonl").read_text(encoding="utf-8")
+    assert SEPARATED_REPLY in merged and len(merged.split("\n")) - 1 == 18
+    assert json.loads((out / "metrics.json").read_text())["compare_to"] == "never"
+
+
+def test_merge_user_errors_exit_2(shards, tmp_path: Path, capsys):
+    assert main(["merge", str(tmp_path / "m1"), str(shards[0]), str(tmp_path / "nowhere")]) == 2
+    assert "not a `rescue rollout` run folder" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "m2"), *map(str, shards), "--compare-to", "bogus"]) == 2
+    assert "'bogus' is not an agent of this run" in capsys.readouterr().err
+    assert not (tmp_path / "m1").exists()

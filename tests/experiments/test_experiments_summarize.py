@@ -62,7 +62,7 @@ def test_groups_by_the_swept_keys_and_aggregates_seeds(sweep: Path):
 
 
 def test_writes_the_table_the_index_and_the_plot(sweep: Path, capsys):
-    assert summarize_main([str(sweep), "--reps", "200"]) == 0
+    assert summarize_main([str(sweep), "--reps", "200"]) == 3  # a job without metrics: not the whole sweep
     out = capsys.readouterr().out
     assert "grouped by reward.lam" in out and "skipped 8: no metrics.json" in out
     assert max(len(line) for line in out.splitlines() if str(sweep) not in line) <= 100
@@ -79,8 +79,53 @@ def test_writes_the_table_the_index_and_the_plot(sweep: Path, capsys):
 
 
 def test_a_folder_without_runs_is_a_clear_error(tmp_path: Path, capsys):
-    assert summarize_main([str(tmp_path)]) == 1
-    assert "no run under" in capsys.readouterr().err
+    assert summarize_main([str(tmp_path)]) == 2
+    assert "rescue summarize: error: no run under" in capsys.readouterr().err
+    assert summarize_main([str(tmp_path / "nowhere")]) == 2
+
+
+def fake_rollout_job(folder: Path, seed: int, llm: float, failed: int, episodes: int = 9) -> None:
+    """A rollout job's folder: llm and heuristic over ``episodes`` each, ``failed`` of the
+    llm's failed (its mean covers the others only); the paired Δ to the heuristic is null
+    when undefined, as metrics.json writes it."""
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={seed}", "agents=[heuristic,llm]"]), encoding="utf-8")
+    agents = {
+        "heuristic": {"episodes": episodes, "failed": 0, "sigma_return_mean": -5.0, "sigma_return_ci95": 1.0},
+        "llm": {"episodes": episodes, "failed": failed, "sigma_return_mean": llm, "sigma_return_ci95": None,
+                "paired": {"mean": llm + 5.0, "ci_low": None, "ci_high": None, "n": episodes - failed}},
+    }
+    (folder / "metrics.json").write_text(json.dumps({"compare_to": "heuristic", "agents": agents}), encoding="utf-8")
+
+
+def test_a_job_with_failed_episodes_is_shown_and_left_out_of_the_means(tmp_path: Path, capsys):
+    """Seed 1's LLM episodes partly failed (5 of 9; the job exited 3): its 4 episodes must not
+    be averaged with seed 0's full set as if it were a whole job."""
+    fake_rollout_job(tmp_path / "0", 0, llm=-2.0, failed=0)
+    fake_rollout_job(tmp_path / "1", 1, llm=9.0, failed=5)
+    assert summarize_main([str(tmp_path), "--reps", "100", "--no-plot"]) == 3
+    out = capsys.readouterr().out
+    assert "left out 1: 5 of 18 episodes failed" in out and "--include-failed" in out
+    assert "failed eps" in out and "jobs left out" in out
+    result = json.loads((tmp_path / "summary.json").read_text())
+    rows = {r["agent"]: r for r in result["rows"]}
+    assert rows["llm"]["seeds"] == 1 and rows["llm"]["mean"] == pytest.approx(-2.0) and rows["llm"]["jobs_left_out"] == 1
+    assert [(j["path"], j["failed"], j["pooled"]) for j in result["jobs"]] == [("0", 0, True), ("1", 5, False)]
+    with (tmp_path / "jobs.csv").open(newline="", encoding="utf-8") as fh:
+        index = {j["job"]: j for j in csv.DictReader(fh)}
+    assert (index["1"]["failed"], index["1"]["pooled"], index["1"]["status"]) == ("5", "False", "5 of 18 episodes failed")
+
+    assert summarize_main([str(tmp_path), "--reps", "100", "--no-plot", "--include-failed"]) == 3
+    assert "kept 1 in the means (--include-failed)" in capsys.readouterr().out
+    rows = {r["agent"]: r for r in json.loads((tmp_path / "summary.json").read_text())["rows"]}
+    assert rows["llm"]["seeds"] == 2 and rows["llm"]["mean"] == pytest.approx(3.5) and rows["llm"]["failed"] == 5
+
+
+def test_summary_json_is_strict_json(sweep: Path):
+    """Undefined figures (an interval of one seed) are null, never NaN."""
+    summarize(sweep, reps=50, plot=False)
+    text = (sweep / "summary.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c} in summary.json"))
 
 
 def test_submitit_local_sweep_is_summarised_by_the_callback(tmp_path: Path):

@@ -140,3 +140,17 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path: Path, capsys) -> None:
     assert agreement_main(["--human", str(p), "--judge", str(p)]) == 2
     assert "outside 0-4" in capsys.readouterr().err
     assert agreement_main(["--human", str(tmp_path / "missing.csv"), "--judge", str(p)]) == 2
+
+
+def test_read_judgements_keeps_line_separators_and_names_the_bad_line(tmp_path):
+    import json
+
+    from rescue_env.judges.agreement import AgreementInputError, read_judgements
+
+    path = tmp_path / "judgements.jsonl"
+    good = {"item_id": "i1", "reason": "calm\u2028then\u2029warm\u0085"}
+    path.write_text(json.dumps(good, ensure_ascii=False) + "\n\n{bad\n", encoding="utf-8")
+    with pytest.raises(AgreementInputError, match=r"judgements.jsonl:3: not valid JSON"):
+        read_judgements(path)
+    path.write_text(json.dumps(good, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert read_judgements(path) == [good]

@@ -148,3 +148,13 @@ def test_table_puts_the_paper_figures_beside(seeds, tmp_path, lexical_judge, cap
     for figure in ("82.62", "94.6", "40.45", "64.34", "78.35", "31.88", "44.96", "4.05", "3.58"):
         assert figure in out
     assert "[lexical proxy]" in out and "paper mean" in out
+
+
+def test_details_hold_line_separators_inside_strings(tmp_path):
+    """A reply holding U+2028 / U+2029 / U+0085 stays in its line; a torn last line is skipped."""
+    import json
+
+    path = tmp_path / "details.jsonl"
+    recs = [{"task": "er", "id": "a", "reply": "x\u2028y"}, {"task": "er", "id": "b", "reply": "p\u2029q\u0085r"}]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs) + '{"task": "er", "id": "c"', encoding="utf-8")
+    assert read_details(path) == {("er", "a"): recs[0], ("er", "b"): recs[1]}
