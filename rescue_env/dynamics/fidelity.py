@@ -26,8 +26,9 @@ from rescue_env.atomic import save_figure
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.base import TherapistMove
 from rescue_env.dynamics.calibrated import CalibratedModel
-from rescue_env.dynamics.fit import EFFECT_WINDOW, PriorStrength, extract_transitions, fit_scenario
+from rescue_env.dynamics.fit import EFFECT_WINDOW, PriorStrength, extract_transitions, fit_scenario, session_groups
 from rescue_env.dynamics.priors import pattern_states
+from rescue_env.dynamics.replay import extract_steps, move_action, replay
 from rescue_env.state import StateTracker
 from rescue_env.taxonomy.labels import strategies
 
@@ -60,6 +61,10 @@ class ScenarioFidelity:
     dwell_time: dict[str, float] = field(default_factory=dict)
     #: the paper's three transition shares (of pattern changes), real vs simulated
     transition_facts: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
+    #: per strategy with held-out moves: n, real_mean, real_se, sim_mean, z (:func:`strategy_effects`)
+    effects: list[dict[str, Any]] = field(default_factory=list)
+    #: the whole-session check (:class:`_Trajectories`); empty without held-out windows
+    trajectory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gain(self) -> float:
@@ -78,6 +83,8 @@ class ScenarioFidelity:
             "calibration": self.calibration,
             "dwell_time": self.dwell_time,
             "transition_facts": self.transition_facts,
+            "effects": self.effects,
+            "trajectory": self.trajectory,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,9 +102,17 @@ class ScenarioFidelity:
         }
 
 
-def _folds(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
-    order = rng.permutation(n)
-    return [order[i::k] for i in range(k)]
+def _group_folds(dialogues: list[Dialogue], k: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Dialogue indices of ``k`` folds that keep each group's sessions together
+    (:func:`~rescue_env.dynamics.fit.session_groups`): groups in random order, each to the
+    fold with the fewest dialogues so far (folds stay balanced when one group has many)."""
+    groups = session_groups(dialogues)
+    names = sorted(set(groups.values()))
+    members = {g: [i for i, d in enumerate(dialogues) if groups[d.sample_id] == g] for g in names}
+    folds: list[list[int]] = [[] for _ in range(k)]
+    for g in sorted((names[i] for i in rng.permutation(len(names))), key=lambda g: -len(members[g])):
+        min(folds, key=len).extend(members[g])
+    return [np.array(sorted(f), dtype=int) for f in folds if f]
 
 
 def _real_and_simulated(
@@ -147,6 +162,94 @@ PAPER_FACTS = (
 CALIBRATION_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 
 
+#: horizons of the whole-session check, in steps
+HORIZONS = (1, 3, 6)
+
+
+def strategy_effects(real: dict[int, list[float]], sim_means: dict[int, list[float]], names: list[str]) -> list[dict[str, Any]]:
+    """Per strategy with held-out moves: ``n`` moves, the real mean change of the addressed
+    member and its standard error, the simulated mean (over the same moves' draws) and
+    ``z = (sim_mean − real_mean) / real_se`` (``None`` when fewer than two moves)."""
+    out = []
+    for s, name in enumerate(names):
+        r = np.asarray(real[s])
+        if not r.size:
+            continue
+        se = float(np.std(r, ddof=1) / math.sqrt(r.size)) if r.size > 1 else None
+        sim_mean = float(np.mean(sim_means[s]))
+        z = (sim_mean - float(r.mean())) / se if se else None
+        out.append({"strategy": name, "n": int(r.size), "real_mean": float(r.mean()), "real_se": se, "sim_mean": sim_mean, "z": z})
+    return out
+
+
+class _Trajectories:
+    """The whole-session check: every step t of a held-out dialogue (cut as
+    :mod:`rescue_env.dynamics.replay` says) starts a window; the real therapist's next moves
+    (up to ``max(HORIZONS)``) are replayed open loop from the real state at t, ``draws`` times,
+    and the simulated draws are set against what really followed."""
+
+    def __init__(self, scenario: str, draws: int, heterogeneity: float):
+        self.scenario, self.draws, self.heterogeneity = scenario, draws, heterogeneity
+        self.n_states = len(pattern_states(scenario))
+        self.worst: dict[int, list[tuple[float, float, np.ndarray]]] = {h: [] for h in HORIZONS}  # (real start, real end, sim ends)
+        self.changes = np.zeros(2)  # real, simulated (draw-averaged) pattern changes
+        self.steps = 0
+        self.occupancy = np.zeros((2, self.n_states))
+        self.drift = np.zeros(2)  # summed mean |Δg| per step, real and simulated
+        self.windows = 0
+
+    def add(self, params: Any, dialogue: Dialogue, seed: int) -> None:
+        steps = extract_steps(dialogue)
+        n = len(dialogue.participants)
+        windows = []
+        for t in range(len(steps) - 1):
+            h = min(max(HORIZONS), len(steps) - 1 - t)
+            actions = [move_action(self.scenario, n, steps[t + k]) for k in range(h)]
+            windows.append((steps[t].state, actions, np.array([steps[t + k].annotated for k in range(h)])))
+        off = ~np.eye(n, dtype=bool)
+        for t, rep in enumerate(replay(params, windows, self.draws, seed, self.heterogeneity)):
+            h_avail = len(windows[t][1])
+            start = float(np.max(steps[t].state.distress))
+            for h in HORIZONS:
+                if h <= h_avail:
+                    self.worst[h].append((start, float(np.max(steps[t + h].state.distress)), rep.readings[:, h].max(axis=1)))
+            real_p = np.array([params.pattern_index(steps[t + k].state.pattern) for k in range(h_avail + 1)])
+            self.changes += [np.sum(real_p[1:] != real_p[:-1]), np.mean(np.sum(rep.pattern[:, 1:] != rep.pattern[:, :-1], axis=1))]
+            self.steps += h_avail
+            self.occupancy[0] += np.bincount(real_p[1:], minlength=self.n_states)
+            self.occupancy[1] += np.bincount(rep.pattern[:, 1:].ravel(), minlength=self.n_states) / self.draws
+            if n > 1:
+                real_g = np.array([steps[t + k].state.stance for k in range(h_avail + 1)])
+                self.drift[0] += float(np.sum(np.abs(np.diff(real_g, axis=0))[:, off]) / off.sum())
+                self.drift[1] += float(np.sum(np.abs(np.diff(rep.stance, axis=1))[:, :, off]) / off.sum() / self.draws)
+            self.windows += 1
+
+    def result(self) -> dict[str, Any]:
+        if not self.windows:
+            return {}
+        cov, vario, var_real, var_sim = {}, {}, {}, {}
+        for h in HORIZONS:
+            rows = self.worst[h]
+            if not rows:
+                continue
+            cov[str(h)] = float(np.mean([np.quantile(sim, 0.05) <= end <= np.quantile(sim, 0.95) for _, end, sim in rows]))
+            real_var = float(np.var([end - start for start, end, _ in rows]))
+            sim_var = float(np.var(np.concatenate([sim - start for start, _, sim in rows])))
+            vario[str(h)] = sim_var / real_var if real_var > 0 else None
+            var_real[str(h)], var_sim[str(h)] = real_var, sim_var
+        occ = self.occupancy / np.maximum(self.occupancy.sum(axis=1, keepdims=True), 1e-12)
+        return {
+            "horizons": list(HORIZONS),
+            "coverage_90_worst": cov,
+            "variogram_ratio": vario,
+            "variogram": {"real": var_real, "sim": var_sim},
+            "pattern_change_rate": {"real": float(self.changes[0] / self.steps), "sim": float(self.changes[1] / self.steps)},
+            "pattern_tvd": float(0.5 * np.abs(occ[0] - occ[1]).sum()),
+            "stance_drift": {"real": float(self.drift[0] / self.steps), "sim": float(self.drift[1] / self.steps)},
+            "windows": self.windows,
+        }
+
+
 class _Scorer:
     """Accumulates held-out figures over (train, test) splits of one scenario."""
 
@@ -166,6 +269,7 @@ class _Scorer:
         #: per transition: (src, dst, the model's next-pattern distribution)
         self.trans: list[tuple[int, int, np.ndarray]] = []
         self.not_simulated: list[str] = []
+        self.trajectories = _Trajectories(scenario, sim_draws, heterogeneity)
 
     def add(self, train: list[Dialogue], test: list[Dialogue]) -> None:
         scenario = self.scenario
@@ -190,6 +294,7 @@ class _Scorer:
                 self.real[s].append(delta)
                 self.sim[s].extend(sims)
                 self.pairs.append((delta, np.asarray(sims)))
+            self.trajectories.add(params, d, int(self.rng.integers(2**31)))
 
     def result(self, dialogues: int, folds: int) -> ScenarioFidelity:
         result = ScenarioFidelity(self.scenario, dialogues, folds, not_simulated=self.not_simulated)
@@ -220,6 +325,8 @@ class _Scorer:
             pooled = np.concatenate([m for _, m in self.pairs])
             result.sd_ratio = float(np.std(pooled) / np.std(real)) if np.std(real) > 0 else float("nan")
         self._patterns(result)
+        result.effects = strategy_effects(self.real, self.sim, self.strats)
+        result.trajectory = self.trajectories.result()
         return result
 
     def _patterns(self, result: ScenarioFidelity) -> None:
@@ -259,15 +366,18 @@ def evaluate_fidelity(
     strength: PriorStrength = PriorStrength(),
     heterogeneity: float = 1.0,
 ) -> ScenarioFidelity:
-    """k-fold held-out fidelity of the calibrated model for one scenario (``heterogeneity``:
-    the spread of simulated clients, as ``dynamics.heterogeneity``)."""
+    """k-fold held-out fidelity of the calibrated model for one scenario, folds by group (a
+    couple's or family's sessions leave together; k is at most the number of groups, and 0,
+    nothing scored, with fewer than two groups); ``heterogeneity``: the spread of simulated
+    clients, as ``dynamics.heterogeneity``."""
     ds = [d for d in dialogues if d.scenario == scenario]
-    k = max(2, min(folds, len(ds))) if len(ds) >= 2 else 0
+    n_groups = len(set(session_groups(ds).values()))
+    k = min(folds, n_groups) if n_groups >= 2 else 0
     if k == 0:
         return ScenarioFidelity(scenario, len(ds), k)
     rng = np.random.default_rng(seed)
     scorer = _Scorer(scenario, rng, sim_draws, strength, heterogeneity)
-    for held in _folds(len(ds), k, rng):
+    for held in _group_folds(ds, k, rng):
         held_set = set(int(i) for i in held)
         scorer.add([d for i, d in enumerate(ds) if i not in held_set], [d for i, d in enumerate(ds) if i in held_set])
     return scorer.result(len(ds), k)

@@ -88,16 +88,49 @@ class EffectRecord:
 
 
 def group_id(dialogue: Dialogue) -> str:
-    """The couple or family a dialogue is a session of: its sample id's first part and its
-    participants (RESCUE-BENCH files several sessions of one couple under one prefix; the
-    bundled seeds share a prefix but not their people). Cross-validation holds out whole
-    groups, the population fit treats a person seen in several sessions as one client."""
+    """The couple or family a dialogue is a session of, from the dialogue alone: its sample
+    id's first part and its participants (RESCUE-BENCH files several sessions of one couple
+    under one prefix; the bundled seeds share a prefix but not their people). Sessions of one
+    family with members who come and go are linked only by :func:`session_groups`."""
     return f"{dialogue.sample_id.split('/')[0]}:{'+'.join(sorted(dialogue.participants))}"
 
 
-def client_id(dialogue: Dialogue, member: int) -> str:
-    """One client across the sessions of their group (see :func:`group_id`)."""
-    return f"{group_id(dialogue)}:{dialogue.participants[member]}"
+def session_groups(dialogues: Iterable[Dialogue]) -> dict[str, str]:
+    """``sample_id -> group``: the couple or family each dialogue is a session of. Two
+    dialogues are sessions of one group when their sample ids share the first part and they
+    share at least two participants (case-folded; all of them in a group of one or two): the
+    release files all families under ``family_therapy/`` and a family brings different members
+    to different sessions (Maria and Joel come with Laura, with Nick, with Laura and Josh).
+    Linked sessions form one group (connected components); its name is the smallest
+    :func:`group_id` among them. Cross-validation holds out whole groups; the population fit
+    treats a person seen in several sessions of a group as one client (:func:`client_id`)."""
+    ds = list(dialogues)
+    parent = list(range(len(ds)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    people = [{p.casefold() for p in d.participants} for d in ds]
+    for a in range(len(ds)):
+        for b in range(a):
+            if ds[a].sample_id.split("/")[0] == ds[b].sample_id.split("/")[0]:
+                shared = len(people[a] & people[b])
+                if shared >= min(2, len(people[a]), len(people[b])):
+                    parent[root(a)] = root(b)
+    names: dict[int, str] = {}
+    for i, d in enumerate(ds):
+        r = root(i)
+        names[r] = min(names.get(r, group_id(d)), group_id(d))
+    return {d.sample_id: names[root(i)] for i, d in enumerate(ds)}
+
+
+def client_id(dialogue: Dialogue, member: int, group: str | None = None) -> str:
+    """One client across the sessions of their group (``group``: from :func:`session_groups`;
+    ``None``: :func:`group_id`)."""
+    return f"{group or group_id(dialogue)}:{dialogue.participants[member].casefold()}"
 
 
 def extract_transitions(dialogue: Dialogue) -> list[TransitionRecord]:
@@ -121,8 +154,9 @@ def extract_transitions(dialogue: Dialogue) -> list[TransitionRecord]:
     return out
 
 
-def extract_effects(dialogue: Dialogue) -> list[EffectRecord]:
-    """Distress changes after therapist rows, for addressed and unaddressed members."""
+def extract_effects(dialogue: Dialogue, group: str | None = None) -> list[EffectRecord]:
+    """Distress changes after therapist rows, for addressed and unaddressed members
+    (``group``: the dialogue's group, for the client ids)."""
     strats = strategies(dialogue.scenario)
     states = priors.pattern_states(dialogue.scenario)
     tracker = StateTracker(dialogue.scenario, dialogue.participants)
@@ -160,7 +194,7 @@ def extract_effects(dialogue: Dialogue) -> list[EffectRecord]:
             out.append(
                 EffectRecord(
                     dialogue.sample_id, strategy if i in addressed else None, p, float(before.distress[i]), after, n, len(addressed), i,
-                    client_id(dialogue, i),
+                    client_id(dialogue, i, group),
                 )
             )  # fmt: skip
     return out
@@ -263,7 +297,7 @@ class StanceRecord:
     steps: int  # therapist moves between the two annotations (at least 1)
 
 
-def extract_stance_changes(dialogue: Dialogue) -> list[StanceRecord]:
+def extract_stance_changes(dialogue: Dialogue, group: str | None = None) -> list[StanceRecord]:
     """Changes of each ordered pair's annotated stance between consecutive annotations of
     that pair, with the number of simulator steps (therapist moves, at least 1) between."""
     states = priors.pattern_states(dialogue.scenario)
@@ -283,7 +317,7 @@ def extract_stance_changes(dialogue: Dialogue) -> list[StanceRecord]:
             g = float(st.stance[i, j])
             if (i, j) in last:
                 g0, m0, p0 = last[(i, j)]
-                dyad = f"{client_id(dialogue, i)}->{dialogue.participants[j]}"
+                dyad = f"{client_id(dialogue, i, group)}->{dialogue.participants[j].casefold()}"
                 out.append(StanceRecord(dyad, p0, g0, g, max(1, moves - m0)))
             last[(i, j)] = (g, moves, p)
     return out
@@ -333,7 +367,7 @@ def fit_random_offsets(x: np.ndarray, k: np.ndarray, covariate: np.ndarray, grou
     }
 
 
-def extract_levels(dialogue: Dialogue) -> list[tuple[str, float]]:
+def extract_levels(dialogue: Dialogue, group: str | None = None) -> list[tuple[str, float]]:
     """Every annotated distress reading of a dialogue, with who it is (:func:`client_id`)."""
     tracker = StateTracker(dialogue.scenario, dialogue.participants)
     out: list[tuple[str, float]] = []
@@ -342,7 +376,7 @@ def extract_levels(dialogue: Dialogue) -> list[tuple[str, float]]:
         for e in row.internal_emotion:
             i = tracker.index.get(e.person)
             if i is not None:
-                out.append((client_id(dialogue, i), float(st.distress[i])))
+                out.append((client_id(dialogue, i, group), float(st.distress[i])))
     return out
 
 
