@@ -24,12 +24,10 @@ import numpy as np
 
 from rescue_env.atomic import save_figure
 from rescue_env.data.schema import Dialogue
-from rescue_env.dynamics.base import TherapistMove
 from rescue_env.dynamics.calibrated import CalibratedModel
-from rescue_env.dynamics.fit import EFFECT_WINDOW, PriorStrength, extract_transitions, fit_scenario, session_groups
+from rescue_env.dynamics.fit import PriorStrength, extract_transitions, fit_scenario, session_groups
 from rescue_env.dynamics.priors import pattern_states
-from rescue_env.dynamics.replay import extract_steps, move_action, replay
-from rescue_env.state import StateTracker
+from rescue_env.dynamics.replay import extract_moves, extract_steps, move_action, replay, simulate_moves
 from rescue_env.taxonomy.labels import strategies
 
 
@@ -113,43 +111,6 @@ def _group_folds(dialogues: list[Dialogue], k: int, rng: np.random.Generator) ->
     for g in sorted((names[i] for i in rng.permutation(len(names))), key=lambda g: -len(members[g])):
         min(folds, key=len).extend(members[g])
     return [np.array(sorted(f), dtype=int) for f in folds if f]
-
-
-def _real_and_simulated(
-    dialogue: Dialogue, model: CalibratedModel, rng: np.random.Generator, sim_draws: int
-) -> list[tuple[int, float, list[float]]]:
-    """(strategy, real change, simulated changes) per addressed annotated member."""
-    strats = strategies(dialogue.scenario)
-    tracker = StateTracker(dialogue.scenario, dialogue.participants)
-    rows = dialogue.rows
-    before_states = []
-    annotated_at: list[dict[int, float]] = []
-    for row in rows:
-        before_states.append(tracker.state.copy())
-        st = tracker.update(row)
-        annotated_at.append({tracker.index[e.person]: float(st.distress[tracker.index[e.person]]) for e in row.internal_emotion if e.person in tracker.index})
-    out = []
-    for pos, row in enumerate(rows):
-        if not row.is_therapist or row.strategy not in strats:
-            continue
-        s = strats.index(row.strategy)
-        targets = list(row.target)
-        for item in row.support_strategy:
-            targets.extend(item.target)
-        slots = tuple(sorted(tracker.addressed_slots(targets)))
-        if not slots:
-            continue
-        before = before_states[pos]
-        for i in slots:
-            if math.isnan(before.intensity[i]):
-                continue
-            after = next((a[i] for a in annotated_at[pos + 1 : pos + 1 + EFFECT_WINDOW] if i in a), None)
-            if after is None:
-                continue
-            distress, _ = model.simulate(before, TherapistMove(True, None, slots, s, row.strategy), sim_draws, rng, observed=True)
-            sims = (distress[:, i] - before.distress[i]).tolist()
-            out.append((s, after - float(before.distress[i]), sims))
-    return out
 
 
 #: the paper's transition facts (DESIGN.md §1): (from, to, share of changes out of ``from``)
@@ -279,7 +240,7 @@ class _Scorer:
             for t in extract_transitions(d):
                 marginal[t.dst] += 1
         marginal /= marginal.sum()
-        model = CalibratedModel(scenario, params, heterogeneity=self.heterogeneity)
+        model = CalibratedModel(scenario, params, heterogeneity=self.heterogeneity)  # for its action encoding's size
         for d in test:
             for t in extract_transitions(d):
                 self.ll_model.append(math.log(params.transition[t.action, t.src, t.dst]))
@@ -290,10 +251,11 @@ class _Scorer:
                 # the model cannot simulate this group whole; a cut group would be another session
                 self.not_simulated.append(f"{d.sample_id} ({len(d.participants)} members; the {scenario} model simulates {cap})")
                 continue
-            for s, delta, sims in _real_and_simulated(d, model, self.rng, self.sim_draws):
-                self.real[s].append(delta)
-                self.sim[s].extend(sims)
-                self.pairs.append((delta, np.asarray(sims)))
+            moves = extract_moves(d)
+            for move, sims in zip(moves, simulate_moves(params, moves, self.sim_draws, int(self.rng.integers(2**31)), self.heterogeneity)):
+                self.real[move.strategy].append(move.change)
+                self.sim[move.strategy].extend(sims.tolist())
+                self.pairs.append((move.change, sims))
             self.trajectories.add(params, d, int(self.rng.integers(2**31)))
 
     def result(self, dialogues: int, folds: int) -> ScenarioFidelity:

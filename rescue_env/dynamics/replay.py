@@ -142,3 +142,64 @@ def _pattern_column() -> int:
     from rescue_env.core import I_PATTERN
 
     return I_PATTERN
+
+
+#: Rows after a therapist move within which the addressed member's next annotation counts
+#: as the move's outcome (the fit's strategy effects and the fidelity check's one-step moves).
+EFFECT_WINDOW = 6
+
+
+@dataclass
+class Move:
+    """One real therapist move with an annotated outcome for one addressed member."""
+
+    state: GroupState  # before the move
+    slots: tuple[int, ...]  # the members it addresses
+    strategy: int
+    member: int  # the addressed member whose change is observed
+    change: float  # their annotated distress within EFFECT_WINDOW rows after, minus before
+
+
+def extract_moves(dialogue: Dialogue) -> list[Move]:
+    """Every therapist move with a strategy of the taxonomy and an addressed member annotated
+    before it and within :data:`EFFECT_WINDOW` rows after it (one per such member)."""
+    strats = strategies(dialogue.scenario)
+    tracker = StateTracker(dialogue.scenario, dialogue.participants)
+    before_states, annotated_at = [], []
+    for row in dialogue.rows:
+        before_states.append(tracker.state.copy())
+        st = tracker.update(row)
+        annotated_at.append({tracker.index[e.person]: float(st.distress[tracker.index[e.person]]) for e in row.internal_emotion if e.person in tracker.index})
+    out: list[Move] = []
+    for pos, row in enumerate(dialogue.rows):
+        if not row.is_therapist or row.strategy not in strats:
+            continue
+        targets = list(row.target)
+        for item in row.support_strategy:
+            targets.extend(item.target)
+        slots = tuple(sorted(tracker.addressed_slots(targets)))
+        before = before_states[pos]
+        for i in slots:
+            if np.isnan(before.intensity[i]):
+                continue
+            after = next((a[i] for a in annotated_at[pos + 1 : pos + 1 + EFFECT_WINDOW] if i in a), None)
+            if after is not None:
+                out.append(Move(before, slots, strats.index(row.strategy), i, after - float(before.distress[i])))
+    return out
+
+
+def simulate_moves(params: ScenarioParams, moves: Sequence[Move], draws: int, seed: int, heterogeneity: float = 1.0) -> np.ndarray:
+    """Simulated changes ``[moves, draws]`` of each move's observed member: one step of the
+    move from its real state, the member's next reading minus the state's."""
+    out = np.zeros((len(moves), draws))
+    by_size: dict[int, list[int]] = {}
+    for m, move in enumerate(moves):
+        by_size.setdefault(move.state.n, []).append(m)
+    for n, idx in by_size.items():
+        windows = []
+        for m in idx:
+            step = Step(moves[m].state, True, moves[m].slots, moves[m].strategy, np.ones(n, bool), np.full(n, np.nan))
+            windows.append((moves[m].state, [move_action(params.scenario, n, step)], np.ones((1, n), bool)))
+        for m, rep in zip(idx, replay(params, windows, draws, seed + n, heterogeneity)):
+            out[m] = rep.readings[:, 1, moves[m].member] - moves[m].state.distress[moves[m].member]
+    return out
