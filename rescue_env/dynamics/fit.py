@@ -675,7 +675,7 @@ def fit_reading_variogram(dialogues: list[Dialogue]) -> dict:
     w = np.sqrt(counts[lags])
     (a, b), _ = nnls(np.column_stack([w, w * lags]), w * sums[lags] / counts[lags])
     return {"intercept": float(a), "slope": float(b), "pairs": int(counts.sum()),
-            "mean_square_by_lag": {int(L): float(sums[L] / counts[L]) for L in lags}}  # fmt: skip
+            "mean_square_by_lag": {str(L): float(sums[L] / counts[L]) for L in lags}}  # fmt: skip
 
 
 def fit_scenario(
