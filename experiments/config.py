@@ -252,7 +252,8 @@ class TrainConfig:
 class HoldoutConfig:
     """Held-out real data of ``rescue calibrate`` (``path`` null: k-fold over ``data.path``)."""
 
-    path: Optional[str] = None
+    #: as ``data.path``: a file, a directory, or a list of those (``holdout.path=[A,B]``)
+    path: Any = None
     strict: bool = False
 
 
@@ -296,7 +297,7 @@ class EvalTasksConfig:
     judge: str = "embedding"
     judge_batch_size: int = 5
     bertscore: bool = True
-    fit_data: Optional[str] = None
+    fit_data: Any = None
     concurrency: int = 8
     torch_threads: Optional[int] = 1
     progress: bool = True

@@ -63,6 +63,8 @@ class ScenarioFidelity:
     effects: list[dict[str, Any]] = field(default_factory=list)
     #: the whole-session check (:class:`_Trajectories`); empty without held-out windows
     trajectory: dict[str, Any] = field(default_factory=dict)
+    #: horizon -> (real changes of the worst-off reading, simulated ones pooled), for the figure
+    trajectory_changes: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
     def gain(self) -> float:
@@ -185,6 +187,14 @@ class _Trajectories:
                 self.drift[1] += float(np.sum(np.abs(np.diff(rep.stance, axis=1))[:, :, off]) / off.sum() / self.draws)
             self.windows += 1
 
+    def changes_by_horizon(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per horizon: the real h-step changes of the worst-off reading, the simulated ones."""
+        return {
+            h: (np.array([end - start for start, end, _ in rows]), np.concatenate([sim - start for start, _, sim in rows]))
+            for h, rows in self.worst.items()
+            if rows
+        }
+
     def result(self) -> dict[str, Any]:
         if not self.windows:
             return {}
@@ -289,6 +299,7 @@ class _Scorer:
         self._patterns(result)
         result.effects = strategy_effects(self.real, self.sim, self.strats)
         result.trajectory = self.trajectories.result()
+        result.trajectory_changes = self.trajectories.changes_by_horizon()
         return result
 
     def _patterns(self, result: ScenarioFidelity) -> None:
@@ -403,10 +414,41 @@ def format_fidelity(results: list[ScenarioFidelity]) -> str:
             else:
                 rows.append([r.scenario, name, 0, "-", "-"])
     out.append(tabulate(rows, headers=["scenario", "strategy", "n real", "real mean ± sd", "simulated mean ± sd"]))
+    out += ["", *_format_depths(results)]
     for r in results:
         if r.not_simulated:
             out.append(f"{r.scenario}: distress change not simulated for {', '.join(r.not_simulated)}")
     return "\n".join(out)
+
+
+def _format_depths(results: list[ScenarioFidelity]) -> list[str]:
+    """The strategy-effects and whole-session tables of :func:`format_fidelity`."""
+    from tabulate import tabulate
+
+    eff = [
+        [r.scenario, e["strategy"], e["n"], f"{e['real_mean']:+.3f} ± {e['real_se'] or 0:.3f}", f"{e['sim_mean']:+.3f}",
+         "-" if e["z"] is None else f"{e['z']:+.2f}"]
+        for r in results for e in r.effects
+    ]  # fmt: skip
+    traj = []
+    for r in results:
+        t = r.trajectory
+        if not t:
+            continue
+        ratio = lambda d: d["sim"] / d["real"] if d["real"] else float("nan")  # noqa: E731
+        for h in t["horizons"]:
+            key = str(h)
+            traj.append([r.scenario, h, f"{t['coverage_90_worst'].get(key, float('nan')):.2f}", f"{t['variogram_ratio'].get(key) or float('nan'):.2f}"]
+                        + ([f"{t['pattern_change_rate']['real']:.2f} / {t['pattern_change_rate']['sim']:.2f} ({ratio(t['pattern_change_rate']):.2f})",
+                            f"{t['pattern_tvd']:.2f}", f"{t['stance_drift']['real']:.3f} / {t['stance_drift']['sim']:.3f} ({ratio(t['stance_drift']):.2f})",
+                            t["windows"]] if h == t["horizons"][0] else ["", "", "", ""]))  # fmt: skip
+    return [
+        "Strategy effects: mean change of the addressed member, held-out real ± standard error vs simulated; z in real standard errors (target |z| <= 2 where n >= 10)",
+        tabulate(eff, headers=["scenario", "strategy", "n", "real mean ± se", "simulated", "z"]),
+        "",
+        "Whole sessions: real moves replayed open loop (targets at h = 3, 6: coverage 0.80-0.97, variogram ratio 0.75-1.33; rate ratio 0.75-1.33, tvd <= 0.25, drift ratio 0.67-1.5)",
+        tabulate(traj, headers=["scenario", "h", "coverage_90_worst", "variogram_ratio", "pattern change real / sim", "pattern_tvd", "stance drift real / sim", "windows"]),
+    ]
 
 
 def plot_fidelity(results: list[ScenarioFidelity], path: str | Path) -> Path:
@@ -418,7 +460,11 @@ def plot_fidelity(results: list[ScenarioFidelity], path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(results), 2, figsize=(15, 3.8 * len(results)), squeeze=False, gridspec_kw={"width_ratios": [3, 1]})
+    fig, axes = plt.subplots(len(results), 2 + len(HORIZONS), figsize=(15 + 3.5 * len(HORIZONS), 3.8 * len(results)), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 1, *([1] * len(HORIZONS))]})  # fmt: skip
+    for row, r in zip(axes, results):
+        for ax, h in zip(row[2:], HORIZONS):
+            _plot_horizon(ax, r, h)
     for cal, r in zip(axes[:, 1], results):
         levels = [float(x) for x in r.calibration]
         cal.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="perfect")
@@ -458,3 +504,19 @@ def plot_fidelity(results: list[ScenarioFidelity], path: str | Path) -> Path:
     save_figure(fig, out, dpi=100)
     plt.close(fig)
     return out
+
+
+def _plot_horizon(ax: Any, r: ScenarioFidelity, h: int) -> None:
+    """One horizon's panel: the h-step change of the worst-off reading, real vs simulated."""
+    if h not in r.trajectory_changes:
+        ax.set_axis_off()
+        return
+    real, sim = r.trajectory_changes[h]
+    bins = np.linspace(-1, 1, 41)
+    ax.hist(sim, bins=bins, density=True, alpha=0.6, color="#dd8452", label="simulated")
+    ax.hist(real, bins=bins, density=True, histtype="step", lw=1.5, color="#4c72b0", label="real")
+    cov = r.trajectory.get("coverage_90_worst", {}).get(str(h))
+    vario = r.trajectory.get("variogram_ratio", {}).get(str(h))
+    ax.set_title(f"{r.scenario}: h={h} worst-off change\ncov90 {cov:.2f}, variogram ratio {vario:.2f}" if cov is not None and vario else f"h={h}", fontsize=9)
+    ax.set_xlabel("Δ worst-off reading")
+    ax.legend(fontsize=7)
