@@ -10,7 +10,18 @@ scored on the held-out one:
 - **distress change after each strategy**: for every held-out therapist move whose
   addressed member is annotated before and within a few rows after, the real change of
   that member's distress, and the change the fitted model simulates for the same move from
-  the same extracted state (``sim_draws`` draws each).
+  the same extracted state (``sim_draws`` draws each);
+- **strategy effects** (:func:`strategy_effects`): per strategy, the simulated mean change of
+  the addressed member against the real mean, in standard errors of the real mean;
+- **whole sessions** (:class:`_Trajectories`): the real therapist's moves replayed open loop
+  for ``HORIZONS`` steps from each real state (a real dialogue is cut into steps as
+  :mod:`rescue_env.dynamics.replay` says: a step is a therapist row and the client rows up to
+  the next; a row without a strategy is a listening step), the simulated draws against what
+  really followed: the worst-off member's reading at t+h against the simulated 5–95 % band,
+  the variance of its h-step change (a variogram), the pattern change rate and occupancy,
+  and the stance drift.
+
+Folds hold out whole groups (:func:`~rescue_env.dynamics.fit.session_groups`).
 """
 
 from __future__ import annotations

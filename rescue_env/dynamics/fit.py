@@ -25,7 +25,13 @@ thin data set moves the numbers only as far as its counts justify. What is count
 - **untended drift**: the same change for members the therapist did not address, relative
   to their distress before;
 - **utterance types** per pattern, **who answers** the therapist, and how often a second
-  client speaks before the therapist does.
+  client speaks before the therapist does;
+- **drift and reading noise**: the variogram of each member's annotated readings over steps
+  (:func:`fit_reading_variogram`): what grows with the distance is latent drift;
+- **simulated moments**: the strategies' mean effects and the stance dynamics' scale matched
+  to the data by replaying the real moves in the model (:func:`calibrate_by_simulation`).
+
+Groups (a couple, a family) are linked across sessions by :func:`session_groups`.
 """
 
 from __future__ import annotations
