@@ -3,6 +3,9 @@ fixed seeds, inside the targets of DESIGN.md §7 (one step, strategy effects, wh
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pytest
 
@@ -60,6 +63,10 @@ def test_one_step_targets(kfold, scenario):
     assert 0.40 <= f["coverage_50"] <= 0.60
     assert 0.8 <= f["sd_ratio"] <= 1.25
     assert f["loglik_gain_nats"] >= 0.3
+    # patterns last about as long as real ones (the stay rates are learnt per pattern)
+    assert abs(math.log(f["dwell_time"]["simulated"] / f["dwell_time"]["real"])) < math.log(1.35), f["dwell_time"]
+    assert all(math.isfinite(v) for v in f["calibration"].values())
+    json.dumps(f)  # the fidelity.json section serialises
 
 
 @pytest.mark.parametrize("scenario", ["couple", "family"])
