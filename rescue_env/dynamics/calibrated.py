@@ -78,7 +78,10 @@ per step).
 **Means matched by simulation.** The fitted effect of a strategy is the data's mean change
 of the addressed member, but a step adds other terms to that member's change (the pattern's
 pressure, the sidelined worst-off member, the clients' turns, the ripple, clipping at 0)
-that offset it. So the fit replays the real moves one step from their real states and
+that offset it. On the real slices the largest is the clipping: many annotated members sit
+at or near 0 distress, and a noisy reading of a calm member (sd ≈ 0.3) clipped at 0 reads
+higher than the member is, so a calming move's simulated mean came out near 0 (families,
+all moves: real −0.055, fitted effect −0.061, simulated +0.001; −0.037 with no noise). So the fit replays the real moves one step from their real states and
 shifts each strategy's effect until the simulated mean change is the data's (the method of
 simulated moments, :func:`~rescue_env.dynamics.fit.calibrate_by_simulation`); likewise one
 scale on the stance dynamics (``harden``, ``soften``, the stance part of
