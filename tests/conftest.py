@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ import pytest
 from rescue_env.jsonl import split_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-REAL_SUBSET = REPO_ROOT.parent / "shared" / "data" / "rescue-bench-subset" / "benchmark_subset.jsonl"
-REAL_MORE = REPO_ROOT.parent / "shared" / "data" / "rescue-bench-more" / "benchmark_more.jsonl"
+#: ``../shared`` beside the repository; ``RESCUE_SHARED_DIR`` names it elsewhere (a worktree).
+SHARED = Path(os.environ.get("RESCUE_SHARED_DIR") or REPO_ROOT.parent / "shared")
+REAL_SUBSET = SHARED / "data" / "rescue-bench-subset" / "benchmark_subset.jsonl"
+REAL_MORE = SHARED / "data" / "rescue-bench-more" / "benchmark_more.jsonl"
+REAL_EXTRA = SHARED / "data" / "rescue-bench-extra" / "benchmark_extra.jsonl"
 #: The couple session of the second slice with three partners (its README's quirk).
 THREE_PARTNER_ID = "aryn_josh_and_lorena/009_s04e09_ct34_segment04"
 
@@ -66,6 +70,15 @@ def real_more_path() -> Path:
     if not REAL_MORE.is_file():
         pytest.skip(f"second real RESCUE-BENCH slice not found at {REAL_MORE} (no ../shared beside the repo)")
     return REAL_MORE
+
+
+@pytest.fixture(scope="session")
+def real_extra_path() -> Path:
+    """``../shared/data/rescue-bench-extra/benchmark_extra.jsonl`` (8 family sessions of 5
+    families, 9 sessions of one couple); skips when absent."""
+    if not REAL_EXTRA.is_file():
+        pytest.skip(f"third real RESCUE-BENCH slice not found at {REAL_EXTRA} (no ../shared beside the repo)")
+    return REAL_EXTRA
 
 
 @pytest.fixture(scope="session")

@@ -64,10 +64,28 @@ the data. A drawn client's start is the seed person's distress plus ``b_i``, so 
 spread by ``baseline_sd`` more than the seeds do.
 
 **Spread of a move's outcome**, as fitted (:mod:`rescue_env.dynamics.fit`): the client's
-lasting offset (reactivity), the reading noise (all moves alike), and the (pattern,
-strategy) cell's own spread ``effect_sd`` beyond those two, estimated per cell by empirical
-Bayes (scaled-inverse-χ² shrinkage toward the pooled cell variance, its strength fitted by
-marginal likelihood); a cell no noisier than the pool gets 0.
+lasting offset (reactivity), the latent drift per step (``distress_noise``, step 5: what
+accumulates), the reading noise (what does not), and the (pattern, strategy) cell's own
+spread ``effect_sd`` beyond those, estimated per cell by empirical Bayes (scaled-inverse-χ²
+shrinkage toward the pooled cell variance, its strength fitted by marginal likelihood); a
+cell no noisier than the pool gets 0. Drift and reading noise are split by the variogram of
+annotated readings (:func:`~rescue_env.dynamics.fit.fit_reading_variogram`: the mean squared
+change between two readings grows with their distance in steps by the drift). On the real
+slices the couples' readings do not drift (their variogram is flat: a couple's distress
+swings around a level within a session, ``distress_noise`` 0), the families' do (about 0.07
+per step).
+
+**Means matched by simulation.** The fitted effect of a strategy is the data's mean change
+of the addressed member, but a step adds other terms to that member's change (the pattern's
+pressure, the sidelined worst-off member, the clients' turns, the ripple, clipping at 0)
+that offset it. On the real slices the largest is the clipping: many annotated members sit
+at or near 0 distress, and a noisy reading of a calm member (sd ≈ 0.3) clipped at 0 reads
+higher than the member is, so a calming move's simulated mean came out near 0 (families,
+all moves: real −0.055, fitted effect −0.061, simulated +0.001; −0.037 with no noise). So the fit replays the real moves one step from their real states and
+shifts each strategy's effect until the simulated mean change is the data's (the method of
+simulated moments, :func:`~rescue_env.dynamics.fit.calibrate_by_simulation`); likewise one
+scale on the stance dynamics (``harden``, ``soften``, the stance part of
+``utterance_effect``, ``stance_noise``) makes the simulated stance drift per step the real one.
 
 **Observation model.** What the policy sees (and annotators record) is a reading
 ``clip(d_i + reading_noise·v_i·ε)`` of latent distress ``d_i``; σ* is booked on the latent

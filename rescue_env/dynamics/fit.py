@@ -25,7 +25,13 @@ thin data set moves the numbers only as far as its counts justify. What is count
 - **untended drift**: the same change for members the therapist did not address, relative
   to their distress before;
 - **utterance types** per pattern, **who answers** the therapist, and how often a second
-  client speaks before the therapist does.
+  client speaks before the therapist does;
+- **drift and reading noise**: the variogram of each member's annotated readings over steps
+  (:func:`fit_reading_variogram`): what grows with the distance is latent drift;
+- **simulated moments**: the strategies' mean effects and the stance dynamics' scale matched
+  to the data by replaying the real moves in the model (:func:`calibrate_by_simulation`).
+
+Groups (a couple, a family) are linked across sessions by :func:`session_groups`.
 """
 
 from __future__ import annotations
@@ -41,11 +47,10 @@ import numpy as np
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics import priors
 from rescue_env.dynamics.params import DynamicsParams, ScenarioParams
+from rescue_env.dynamics.replay import EFFECT_WINDOW
 from rescue_env.state import StateTracker
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns, strategies
 
-#: Rows after a therapist move within which the addressed member's next annotation counts.
-EFFECT_WINDOW = 6
 #: Lowest untended-growth rate a fit may return (see :func:`fit_scenario`).
 UNTENDED_FLOOR = 0.01
 
@@ -88,16 +93,49 @@ class EffectRecord:
 
 
 def group_id(dialogue: Dialogue) -> str:
-    """The couple or family a dialogue is a session of: its sample id's first part and its
-    participants (RESCUE-BENCH files several sessions of one couple under one prefix; the
-    bundled seeds share a prefix but not their people). Cross-validation holds out whole
-    groups, the population fit treats a person seen in several sessions as one client."""
+    """The couple or family a dialogue is a session of, from the dialogue alone: its sample
+    id's first part and its participants (RESCUE-BENCH files several sessions of one couple
+    under one prefix; the bundled seeds share a prefix but not their people). Sessions of one
+    family with members who come and go are linked only by :func:`session_groups`."""
     return f"{dialogue.sample_id.split('/')[0]}:{'+'.join(sorted(dialogue.participants))}"
 
 
-def client_id(dialogue: Dialogue, member: int) -> str:
-    """One client across the sessions of their group (see :func:`group_id`)."""
-    return f"{group_id(dialogue)}:{dialogue.participants[member]}"
+def session_groups(dialogues: Iterable[Dialogue]) -> dict[str, str]:
+    """``sample_id -> group``: the couple or family each dialogue is a session of. Two
+    dialogues are sessions of one group when their sample ids share the first part and they
+    share at least two participants (case-folded; all of them in a group of one or two): the
+    release files all families under ``family_therapy/`` and a family brings different members
+    to different sessions (Maria and Joel come with Laura, with Nick, with Laura and Josh).
+    Linked sessions form one group (connected components); its name is the smallest
+    :func:`group_id` among them. Cross-validation holds out whole groups; the population fit
+    treats a person seen in several sessions of a group as one client (:func:`client_id`)."""
+    ds = list(dialogues)
+    parent = list(range(len(ds)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    people = [{p.casefold() for p in d.participants} for d in ds]
+    for a in range(len(ds)):
+        for b in range(a):
+            if ds[a].sample_id.split("/")[0] == ds[b].sample_id.split("/")[0]:
+                shared = len(people[a] & people[b])
+                if shared >= min(2, len(people[a]), len(people[b])):
+                    parent[root(a)] = root(b)
+    names: dict[int, str] = {}
+    for i, d in enumerate(ds):
+        r = root(i)
+        names[r] = min(names.get(r, group_id(d)), group_id(d))
+    return {d.sample_id: names[root(i)] for i, d in enumerate(ds)}
+
+
+def client_id(dialogue: Dialogue, member: int, group: str | None = None) -> str:
+    """One client across the sessions of their group (``group``: from :func:`session_groups`;
+    ``None``: :func:`group_id`)."""
+    return f"{group or group_id(dialogue)}:{dialogue.participants[member].casefold()}"
 
 
 def extract_transitions(dialogue: Dialogue) -> list[TransitionRecord]:
@@ -121,8 +159,9 @@ def extract_transitions(dialogue: Dialogue) -> list[TransitionRecord]:
     return out
 
 
-def extract_effects(dialogue: Dialogue) -> list[EffectRecord]:
-    """Distress changes after therapist rows, for addressed and unaddressed members."""
+def extract_effects(dialogue: Dialogue, group: str | None = None) -> list[EffectRecord]:
+    """Distress changes after therapist rows, for addressed and unaddressed members
+    (``group``: the dialogue's group, for the client ids)."""
     strats = strategies(dialogue.scenario)
     states = priors.pattern_states(dialogue.scenario)
     tracker = StateTracker(dialogue.scenario, dialogue.participants)
@@ -160,7 +199,7 @@ def extract_effects(dialogue: Dialogue) -> list[EffectRecord]:
             out.append(
                 EffectRecord(
                     dialogue.sample_id, strategy if i in addressed else None, p, float(before.distress[i]), after, n, len(addressed), i,
-                    client_id(dialogue, i),
+                    client_id(dialogue, i, group),
                 )
             )  # fmt: skip
     return out
@@ -263,7 +302,7 @@ class StanceRecord:
     steps: int  # therapist moves between the two annotations (at least 1)
 
 
-def extract_stance_changes(dialogue: Dialogue) -> list[StanceRecord]:
+def extract_stance_changes(dialogue: Dialogue, group: str | None = None) -> list[StanceRecord]:
     """Changes of each ordered pair's annotated stance between consecutive annotations of
     that pair, with the number of simulator steps (therapist moves, at least 1) between."""
     states = priors.pattern_states(dialogue.scenario)
@@ -283,7 +322,7 @@ def extract_stance_changes(dialogue: Dialogue) -> list[StanceRecord]:
             g = float(st.stance[i, j])
             if (i, j) in last:
                 g0, m0, p0 = last[(i, j)]
-                dyad = f"{client_id(dialogue, i)}->{dialogue.participants[j]}"
+                dyad = f"{client_id(dialogue, i, group)}->{dialogue.participants[j].casefold()}"
                 out.append(StanceRecord(dyad, p0, g0, g, max(1, moves - m0)))
             last[(i, j)] = (g, moves, p)
     return out
@@ -333,7 +372,7 @@ def fit_random_offsets(x: np.ndarray, k: np.ndarray, covariate: np.ndarray, grou
     }
 
 
-def extract_levels(dialogue: Dialogue) -> list[tuple[str, float]]:
+def extract_levels(dialogue: Dialogue, group: str | None = None) -> list[tuple[str, float]]:
     """Every annotated distress reading of a dialogue, with who it is (:func:`client_id`)."""
     tracker = StateTracker(dialogue.scenario, dialogue.participants)
     out: list[tuple[str, float]] = []
@@ -342,7 +381,7 @@ def extract_levels(dialogue: Dialogue) -> list[tuple[str, float]]:
         for e in row.internal_emotion:
             i = tracker.index.get(e.person)
             if i is not None:
-                out.append((client_id(dialogue, i), float(st.distress[i])))
+                out.append((client_id(dialogue, i, group), float(st.distress[i])))
     return out
 
 
@@ -537,27 +576,24 @@ def _shrunk_mean(values: list[float], prior: float, strength: float) -> float:
     return (float(np.sum(values)) + strength * prior) / (len(values) + strength)
 
 
-def fit_scenario(
-    dialogues: list[Dialogue], scenario: str, strength: PriorStrength = PriorStrength(), population: PopulationPrior = PopulationPrior()
-) -> tuple[ScenarioParams, dict]:
-    """Fit one scenario's parameters; returns them and the counts behind each estimate."""
-    strats = strategies(scenario)
-    states = priors.pattern_states(scenario)
-    n_p, n_s, n_u = len(states), len(strats), len(UTTERANCE_TYPES)
-
-    # pattern transitions ---------------------------------------------------------------
+def _fit_transitions(dialogues: list[Dialogue], groups: dict[str, str], scenario: str) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The transition table (strengths by leave-one-group-out), the counts and the CV record."""
+    n_s, n_p = len(strategies(scenario)), len(priors.pattern_states(scenario))
     by_group: dict[str, np.ndarray] = {}
     for d in dialogues:
-        c = by_group.setdefault(group_id(d), np.zeros((n_s + 1, n_p, n_p)))
+        c = by_group.setdefault(groups[d.sample_id], np.zeros((n_s + 1, n_p, n_p)))
         for t in extract_transitions(d):
             c[t.action, t.src, t.dst] += 1
     counts = np.sum(list(by_group.values()), axis=0) if by_group else np.zeros((n_s + 1, n_p, n_p))
     prior_t = priors.transition_prior(scenario)
     t_strength, t_fit = choose_transition_strength(list(by_group.values()), prior_t)
-    transition = transition_table(counts, prior_t, t_strength)
+    return transition_table(counts, prior_t, t_strength), counts, t_fit
 
-    # strategy effects and untended drift --------------------------------------------------
-    effects = [e for d in dialogues for e in extract_effects(d)]
+
+def _fit_effect_means(effects: list[EffectRecord], scenario: str, strength: PriorStrength) -> tuple[np.ndarray, np.ndarray, float, list[float]]:
+    """Mean effect per (pattern, strategy): the prior's pattern shape shifted per strategy by
+    the shrunk data offset; the moves per strategy; the untended growth and its observations."""
+    n_s = len(strategies(scenario))
     prior_e = priors.effect_prior(scenario)
     effect = prior_e.copy()
     effect_n = np.zeros(n_s, dtype=int)
@@ -565,27 +601,25 @@ def fit_scenario(
         deltas = [e.after - e.before for e in effects if e.strategy == s]
         effect_n[s] = len(deltas)
         if deltas:
-            # shift the pattern-specific prior column by the shrunk data offset of this strategy
             prior_mean = float(np.mean([prior_e[e.pattern, s] for e in effects if e.strategy == s]))
-            offset = _shrunk_mean([x - prior_mean for x in deltas], 0.0, strength.effect)
-            effect[:, s] = prior_e[:, s] + offset
-    untended = [e for e in effects if e.strategy is None and e.before > 0.4]
-    growth_obs = [(e.after - e.before) / max(e.before, 1e-6) for e in untended]
+            effect[:, s] = prior_e[:, s] + _shrunk_mean([x - prior_mean for x in deltas], 0.0, strength.effect)
+    growth_obs = [(e.after - e.before) / max(e.before, 1e-6) for e in effects if e.strategy is None and e.before > 0.4]
     # Floored at UNTENDED_FLOOR: a small data set's regression to the mean (a member who
     # just spiked calms a little whoever speaks) hides the bucket effect the model must keep.
     untended_growth = float(np.clip(_shrunk_mean(growth_obs, 0.03, strength.untended), UNTENDED_FLOOR, 0.1))
+    return effect, effect_n, untended_growth, growth_obs
 
-    # utterance types, answering and turn counts -------------------------------------------
-    u_counts = np.zeros((n_p, n_u))
-    answered = 0
-    answered_n = 0
-    second = np.zeros(n_p)
-    gaps = np.zeros(n_p)
+
+def _fit_turns(dialogues: list[Dialogue], scenario: str, strength: PriorStrength) -> dict:
+    """Utterance types per pattern, how often a second client speaks, who answers."""
+    states = priors.pattern_states(scenario)
+    n_p, n_u = len(states), len(UTTERANCE_TYPES)
+    u_counts, second, gaps = np.zeros((n_p, n_u)), np.zeros(n_p), np.zeros(n_p)
+    answered = answered_n = 0
     for d in dialogues:
         tracker = StateTracker(d.scenario, d.participants)
         addressed: set[int] | None = None
-        run = 0
-        gap_pattern = n_p - 1
+        run, gap_pattern = 0, n_p - 1
         for row in d.rows:
             p = states.index(tracker.state.pattern) if tracker.state.pattern in states else n_p - 1
             if row.is_therapist:
@@ -596,8 +630,7 @@ def fit_scenario(
                 for s in row.support_strategy:
                     targets.extend(s.target)
                 addressed = tracker.addressed_slots(targets)
-                run = 0
-                gap_pattern = p
+                run, gap_pattern = 0, p
             else:
                 if row.utterance_type in UTTERANCE_TYPES:
                     u_counts[p, UTTERANCE_TYPES.index(row.utterance_type)] += 1
@@ -607,58 +640,187 @@ def fit_scenario(
                 run += 1
             tracker.update(row)
     prior_u = priors.utterance_prior(scenario)
-    utterance = (u_counts + strength.utterance * prior_u) / (u_counts.sum(axis=1, keepdims=True) + strength.utterance)
     prior_second = np.where(priors.pattern_valence(scenario) < -0.8, 0.6, 0.4)
-    second_turn = (second + strength.speak * prior_second) / (gaps + strength.speak)
     p_answer = (answered + strength.speak * 0.8) / (answered_n + strength.speak)
-    # convert the answer rate into a logit bonus for a member among n (~2.5 on average)
-    n_avg = 2 if scenario == "couple" else 4
-    speak_addressed = float(np.log(max(p_answer, 1e-3) * (n_avg - 1) / max(1 - p_answer, 1e-3)))
+    n_avg = 2 if scenario == "couple" else 4  # the answer rate as a logit bonus among ~n members
+    return {
+        "utterance": (u_counts + strength.utterance * prior_u) / (u_counts.sum(axis=1, keepdims=True) + strength.utterance),
+        "second_turn": (second + strength.speak * prior_second) / (gaps + strength.speak),
+        "speak_addressed": float(np.log(max(p_answer, 1e-3) * (n_avg - 1) / max(1 - p_answer, 1e-3))),
+        "counts": {"utterance_observations": int(u_counts.sum()), "answer_observations": answered_n, "turn_gaps": int(gaps.sum())},
+    }
 
-    valence = priors.pattern_valence(scenario)
+
+#: Largest step lag of the reading variogram (:func:`fit_reading_variogram`).
+VARIOGRAM_LAGS = 8
+
+
+def fit_reading_variogram(dialogues: list[Dialogue]) -> dict:
+    """How annotated distress moves over steps: the mean squared change of a member's reading
+    between two annotations ``L`` steps apart (every pair, ``L`` = 1..:data:`VARIOGRAM_LAGS`;
+    steps as :mod:`rescue_env.dynamics.replay` cuts them), fitted by weighted least squares as
+    ``a + b·L`` (``a, b >= 0``). ``b`` is what accumulates per step (latent drift), ``a`` what
+    does not (the reading noise of both readings and one step's swing)."""
+    from rescue_env.dynamics.replay import extract_steps
+
+    sums, counts = np.zeros(VARIOGRAM_LAGS + 1), np.zeros(VARIOGRAM_LAGS + 1)
+    for d in dialogues:
+        steps = extract_steps(d)
+        for i in range(len(d.participants)):
+            seq = [(k, st.first_reading[i]) for k, st in enumerate(steps) if st.annotated[i]]
+            for x, (k1, r1) in enumerate(seq):
+                for k2, r2 in seq[x + 1 :]:
+                    if k2 - k1 <= VARIOGRAM_LAGS:
+                        sums[k2 - k1] += (r2 - r1) ** 2
+                        counts[k2 - k1] += 1
+    lags = np.nonzero(counts)[0]
+    if len(lags) < 2:
+        return {"intercept": None, "slope": None, "pairs": int(counts.sum())}
+    from scipy.optimize import nnls
+
+    w = np.sqrt(counts[lags])
+    (a, b), _ = nnls(np.column_stack([w, w * lags]), w * sums[lags] / counts[lags])
+    return {"intercept": float(a), "slope": float(b), "pairs": int(counts.sum()),
+            "mean_square_by_lag": {str(L): float(sums[L] / counts[L]) for L in lags}}  # fmt: skip
+
+
+def fit_scenario(
+    dialogues: list[Dialogue], scenario: str, strength: PriorStrength = PriorStrength(), population: PopulationPrior = PopulationPrior(),
+    *, calibrate_means: bool = True,
+) -> tuple[ScenarioParams, dict]:
+    """Fit one scenario's parameters; returns them and the counts behind each estimate.
+    ``calibrate_means``: match the simulated means to the data by simulation
+    (:func:`calibrate_by_simulation`)."""
+    strats = strategies(scenario)
+    states = priors.pattern_states(scenario)
+    groups = session_groups(dialogues)
+    transition, counts, t_fit = _fit_transitions(dialogues, groups, scenario)
+    effects = [e for d in dialogues for e in extract_effects(d, groups[d.sample_id])]
+    effect, effect_n, untended_growth, growth_obs = _fit_effect_means(effects, scenario, strength)
+    turns = _fit_turns(dialogues, scenario, strength)
     params = ScenarioParams(
-        scenario=scenario,
-        patterns=list(patterns(scenario)),
-        strategies=list(strats),
-        transition=transition,
-        effect=effect,
-        pattern_pressure=-0.02 * valence,
-        harden=np.array([priors.HARDEN.get(p or "", 0.0) for p in states]),
-        soften=np.array([priors.SOFTEN.get(s, 0.03) for s in strats]),
-        second_turn=second_turn,
-        utterance=utterance,
-        utterance_effect=np.array([priors.UTTERANCE_EFFECT[u] for u in UTTERANCE_TYPES]),
-        untended_growth=untended_growth,
-        speak_addressed=speak_addressed,
-    )
-    cell_sd, cell_fit = fit_effect_cells(effects, effect, params.dyad_share, params.group_share)
-    pop = fit_population(effects, effect, params.dyad_share, params.group_share, population)
-    params.reactivity_sd, params.volatility_sd = pop["reactivity_sd"], pop["volatility_sd"]
-    params.susceptibility_sd, params.reading_noise = pop["susceptibility_sd"], pop["reading_noise"]
-    base_fit = fit_baseline([x for d in dialogues for x in extract_levels(d)], population)
-    warm_fit = fit_warmth([r for d in dialogues for r in extract_stance_changes(d)], params, population)
-    params.baseline_sd, params.warmth_sd = base_fit["tau"], warm_fit["tau"]
-    # a cell's spread beyond what every move has (the reading noise and the client's lasting
-    # offset): what the simulator draws per move on top of the population
-    base_var = pop["reading_noise"] ** 2 + pop["fit"]["client_offset_sd"] ** 2
-    params.effect_sd = np.sqrt(np.maximum(np.square(cell_sd) - base_var, 0.0))
+        scenario=scenario, patterns=list(patterns(scenario)), strategies=list(strats), transition=transition, effect=effect,
+        pattern_pressure=-0.02 * priors.pattern_valence(scenario), harden=np.array([priors.HARDEN.get(p or "", 0.0) for p in states]),
+        soften=np.array([priors.SOFTEN.get(s, 0.03) for s in strats]), second_turn=turns["second_turn"], utterance=turns["utterance"],
+        utterance_effect=np.array([priors.UTTERANCE_EFFECT[u] for u in UTTERANCE_TYPES]), untended_growth=untended_growth,
+        speak_addressed=turns["speak_addressed"],
+    )  # fmt: skip
+    spread = _fit_spread(params, dialogues, effects, groups, population)
+    sim_fit = calibrate_by_simulation(params, dialogues) if calibrate_means and dialogues else {"method": "not run"}
     provenance = {
         "dialogues": len(dialogues),
+        "groups": len(set(groups.values())),
         "transitions": int(counts.sum()),
-        "transitions_per_action": {("listen" if a == 0 else strats[a - 1]): int(counts[a].sum()) for a in range(n_s + 1)},
-        "effect_observations_per_strategy": {strats[s]: int(effect_n[s]) for s in range(n_s)},
-        "untended_observations": len(untended),
+        "transitions_per_action": {("listen" if a == 0 else strats[a - 1]): int(counts[a].sum()) for a in range(len(strats) + 1)},
+        "effect_observations_per_strategy": {strats[s]: int(effect_n[s]) for s in range(len(strats))},
+        "untended_observations": len(growth_obs),
         "untended_growth_raw": float(_shrunk_mean(growth_obs, 0.03, strength.untended)),
-        "utterance_observations": int(u_counts.sum()),
-        "answer_observations": answered_n,
-        "turn_gaps": int(gaps.sum()),
-        "client_population": pop["fit"],
-        "client_baseline": base_fit,
-        "dyad_warmth": warm_fit,
-        "effect_cells": cell_fit,
+        **turns["counts"],
+        **spread,
         "transition_strength": t_fit,
+        "simulated_moments": sim_fit,
     }
     return params, provenance
+
+
+def _fit_spread(params: ScenarioParams, dialogues: list[Dialogue], effects: list[EffectRecord], groups: dict[str, str], population: PopulationPrior) -> dict:
+    """The spreads of ``params`` in place: client population (reactivity, volatility),
+    baseline and warmth, the reading noise and the latent drift per step (from the reading
+    variogram), and each cell's spread beyond those; returns the fits' records."""
+    cell_sd, cell_fit = fit_effect_cells(effects, params.effect, params.dyad_share, params.group_share)
+    pop = fit_population(effects, params.effect, params.dyad_share, params.group_share, population)
+    params.reactivity_sd, params.volatility_sd = pop["reactivity_sd"], pop["volatility_sd"]
+    params.susceptibility_sd, params.reading_noise = pop["susceptibility_sd"], pop["reading_noise"]
+    base_fit = fit_baseline([x for d in dialogues for x in extract_levels(d, groups[d.sample_id])], population)
+    warm_fit = fit_warmth([r for d in dialogues for r in extract_stance_changes(d, groups[d.sample_id])], params, population)
+    params.baseline_sd, params.warmth_sd = base_fit["tau"], warm_fit["tau"]
+    vario = fit_reading_variogram(dialogues)
+    if vario["slope"] is not None:
+        # A move's one-step change (the population fit's moment sd) is the reading noise plus
+        # one step's drift; the variogram says how much of it accumulates. The drift is what
+        # the latent distress does per step (distress_noise, scaled by volatility whose
+        # mean square is exp(2 s²)); the rest stays reading noise.
+        vol2 = math.exp(2 * params.volatility_sd**2)
+        drift = min(vario["slope"], pop["reading_noise"] ** 2)
+        params.distress_noise = math.sqrt(drift / vol2)
+        params.reading_noise = math.sqrt(max(pop["reading_noise"] ** 2 - drift, 1e-6))
+    base_var = params.reading_noise**2 + params.distress_noise**2 + pop["fit"]["client_offset_sd"] ** 2
+    params.effect_sd = np.sqrt(np.maximum(np.square(cell_sd) - base_var, 0.0))
+    return {"client_population": pop["fit"], "client_baseline": base_fit, "dyad_warmth": warm_fit, "effect_cells": cell_fit, "reading_variogram": vario}
+
+
+#: Draws per move and rounds of :func:`calibrate_by_simulation`.
+MOMENT_DRAWS = 10
+MOMENT_ROUNDS = 2
+
+
+def calibrate_by_simulation(params: ScenarioParams, dialogues: list[Dialogue], seed: int = 0) -> dict:
+    """Match two simulated means to the data by simulation, in place (the method of simulated
+    moments; each round moves the parameter by the gap over the measured slope).
+
+    - **Strategy effects.** ``effect[:, s]`` is the data's mean change after strategy ``s``
+      (shrunk toward the prior), but a simulated step adds terms to the addressed member's
+      change besides the therapist's effect: the pattern's pressure, the sidelined worst-off
+      member, the clients' own turns, the ripple, the clipping at 0. Those offset the effect
+      (a family's calming moves came out flat). So the real moves (:func:`~rescue_env.dynamics.replay.extract_moves`)
+      are replayed one step from their real states and each strategy's column is shifted until
+      the simulated mean change equals the fitted mean over the same moves.
+    - **Stance drift.** The stance dynamics (the pattern's ``harden``, ``soften``, the
+      stance part of ``utterance_effect``, ``stance_noise``) are clinical priors; one scale
+      on all of them is set so that the mean |Δg_ij| per step of a replayed step equals the
+      real one (steps as :mod:`rescue_env.dynamics.replay` cuts them).
+    """
+    from rescue_env.dynamics.calibrated import CalibratedModel
+    from rescue_env.dynamics.replay import extract_moves, extract_steps, move_action, replay, simulate_moves
+
+    model = CalibratedModel(params.scenario, params)
+    ds = [d for d in dialogues if len(d.participants) <= model.encoding(len(d.participants)).max_members]
+    moves = [m for d in ds for m in extract_moves(d)]
+    record: dict = {"moves": len(moves), "method": "simulated moments: replayed real moves, MOMENT_ROUNDS rounds of MOMENT_DRAWS draws"}
+    shift = np.zeros(len(params.strategies))
+    for r in range(MOMENT_ROUNDS if moves else 0):
+        sims = simulate_moves(params, moves, MOMENT_DRAWS, seed + r).mean(axis=1)
+        for s in range(len(params.strategies)):
+            idx = [m for m, mv in enumerate(moves) if mv.strategy == s]
+            if not idx:
+                continue
+            target = float(np.mean([params.effect[params.pattern_index(moves[m].state.pattern), s] - shift[s] for m in idx]))
+            share = float(np.mean([1.0 if len(moves[m].slots) == 1 else (params.group_share if len(moves[m].slots) >= moves[m].state.n else params.dyad_share) for m in idx]))
+            step = float(np.clip((target - float(np.mean(sims[idx]))) / share, -0.3, 0.3))
+            params.effect[:, s] += step
+            shift[s] += step
+    record["effect_shift"] = {name: float(x) for name, x in zip(params.strategies, shift)}
+    record.update(_calibrate_stance(params, ds, seed, extract_steps, move_action, replay))
+    return record
+
+
+def _calibrate_stance(params: ScenarioParams, dialogues: list[Dialogue], seed: int, extract_steps, move_action, replay) -> dict:
+    """The stance-dynamics scale of :func:`calibrate_by_simulation`, in place."""
+    by_size: dict[int, list] = defaultdict(list)
+    real = []
+    for d in dialogues:
+        n = len(d.participants)
+        if n < 2:
+            continue
+        off = ~np.eye(n, dtype=bool)
+        steps = extract_steps(d)
+        for t in range(len(steps) - 1):
+            by_size[n].append((steps[t].state, [move_action(params.scenario, n, steps[t])], np.ones((1, n), bool)))
+            real.append(float(np.mean(np.abs(steps[t + 1].state.stance - steps[t].state.stance)[off])))
+    if not real:
+        return {"stance_scale": 1.0}
+    target, scale = float(np.mean(real)), 1.0
+    for r in range(MOMENT_ROUNDS):
+        drift = []
+        for n, windows in by_size.items():
+            off = ~np.eye(n, dtype=bool)
+            drift += [float(np.mean(np.abs(rep.stance[:, 1] - rep.stance[:, 0])[:, off])) for rep in replay(params, windows, MOMENT_DRAWS, seed + 100 + r)]
+        step = float(np.clip(target / max(float(np.mean(drift)), 1e-9), 0.25, 4.0))
+        params.harden, params.soften = params.harden * step, params.soften * step
+        params.utterance_effect[:, 1] *= step
+        params.stance_noise *= step
+        scale *= step
+    return {"stance_scale": scale, "real_stance_drift": target}
 
 
 def fit_params(

@@ -265,3 +265,34 @@ def test_rescue_calibrate_scores_a_holdout(real_more_path, tmp_path):
     assert held["dialogues"] == 5 and held["moves"] > 10 and held["transitions"] > 10
     assert set(held["transition_facts"]) == {"pursue_withdraw->repair_softening", "pursue_withdraw->constructive_alignment", "repair_softening->attack_attack"}
     assert (run / "fidelity.png").is_file()
+
+
+def test_rescue_calibrate_refuses_a_holdout_that_overlaps_the_training_data(real_subset_path, real_more_path, tmp_path):
+    """A hold-out sharing sample ids with data.path would score training data as held out:
+    exit 2, the shared ids named, nothing written."""
+    from rescue_cli_helpers import invoke
+
+    run = tmp_path / "overlap"
+    res = invoke(["calibrate", f"hydra.run.dir={run}", f"data.path={real_subset_path}", f"holdout.path=[{real_more_path},{real_subset_path}]"])
+    assert res.rc == 2, res.err[-3000:]
+    assert "holdout.path shares 10 sample id(s) with data.path" in res.err
+    assert "alan_and_evelyn/001_s01e01_ct25_segment04" in res.err and "family_therapy/003/merged" in res.err
+    assert not (run / "dynamics_params.json").exists() and not (run / "fidelity.json").exists()
+
+
+def test_rescue_calibrate_holdout_takes_a_list(real_subset_path, real_more_path, real_extra_path, tmp_path):
+    """``holdout.path=[A,B]`` reads both as one hold-out; fidelity.json gains the effects and
+    trajectory sections per scenario."""
+    from rescue_cli_helpers import invoke
+
+    run = tmp_path / "list"
+    res = invoke(["calibrate", f"hydra.run.dir={run}", f"data.path={real_subset_path}", f"holdout.path=[{real_more_path},{real_extra_path}]", "sim_draws=5"])
+    assert res.rc == 0, res.err[-3000:]
+    fid = json.loads((run / "fidelity.json").read_text())
+    assert fid["holdout"]["couple"]["dialogues"] == 14 and fid["holdout"]["family"]["dialogues"] == 8
+    for figures in fid["holdout"].values():
+        assert figures["effects"] and {"strategy", "n", "real_mean", "real_se", "sim_mean", "z"} == set(figures["effects"][0])
+        tr = figures["trajectory"]
+        assert tr["horizons"] == [1, 3, 6] and set(tr["coverage_90_worst"]) == {"1", "3", "6"} and tr["windows"] > 0
+        assert set(tr["pattern_change_rate"]) == set(tr["stance_drift"]) == {"real", "sim"} and 0 <= tr["pattern_tvd"] <= 1
+    assert "Strategy effects" in res.out and "Whole sessions" in res.out

@@ -191,7 +191,10 @@ def test_defaults_are_reproduced_by_refitting_their_sources(defaults):
     from rescue_env.data import bundled_seeds_path, data_sources
 
     data = defaults.provenance["data"]
-    assert data[0]["path"] == "rescue_env/data/seeds" and defaults.provenance["command"].startswith("python scripts/fit_default_params.py")
+    assert defaults.provenance["command"].startswith("python scripts/fit_default_params.py")
+    # the packaged defaults are a fit of real clients: the bundled seeds weigh nothing
+    assert defaults.provenance["seeds_weight"] == 0.0 and all(d["path"] != "rescue_env/data/seeds" for d in data)
+    assert {Path(d["path"]).parent.name for d in data} == {"rescue-bench-subset", "rescue-bench-more", "rescue-bench-extra"}
     paths = [None if d["path"] == "rescue_env/data/seeds" else REPO / d["path"] for d in data]
     missing = [p for p in paths if p is not None and not p.exists()]
     if missing:
