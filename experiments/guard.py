@@ -5,7 +5,8 @@ after composition, before Hydra creates the run folder and writes ``.hydra/*.yam
 
 1. refuses secrets in the config: an ``api_key`` setting anywhere (``+llm.api_key=…`` is
    accepted by Hydra's parser, ignored by the client, and would be saved), any value shaped
-   like a key, and an ``llm.api_key_env`` that is not a variable name;
+   like a key, a URL with a user name or password in it (``llm.base_url=http://user:pass@host/v1``),
+   and an ``llm.api_key_env`` that is not a variable name;
 2. checks every typed section (the dataclass schemas of :mod:`experiments.config` and
    their ranges) by building it;
 3. compares the run folder's record of the config that defines its results (see
@@ -29,7 +30,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 
 from experiments.errors import EXIT_BUG, ConfigError, UserError, fail, mark_composed
-from rescue_env.secrets import looks_like_key
+from rescue_env.secrets import has_url_credentials, looks_like_key
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEY_SETTING_RE = re.compile(r"(^|[._])api_?key$", re.IGNORECASE)
@@ -43,12 +44,23 @@ def key_setting_message(path: str, env_name: str = "OPENAI_API_KEY") -> str:
     )
 
 
+def url_credentials_message(path: str, env_name: str = "OPENAI_API_KEY") -> str:
+    """The refusal of a URL that carries a user name or password (it would be saved)."""
+    return (
+        f"{path} holds a user name or password (the USER:PASSWORD@ before the host), which would be saved in the run folder: "
+        f"give the URL without them (http://HOST:PORT/v1) and put the key in the environment variable named by "
+        f"llm.api_key_env, e.g. `export {env_name}=<key>`"
+    )
+
+
 def check_secrets(cfg: DictConfig) -> None:
     """Refuse an ``api_key`` setting, a key-shaped value and a malformed ``llm.api_key_env``."""
     env_name = str(OmegaConf.select(cfg, "llm.api_key_env", default="OPENAI_API_KEY") or "OPENAI_API_KEY")
     for path, value in _leaves(cfg):
         if _KEY_SETTING_RE.search(path.rsplit(".", 1)[-1]):
             raise ConfigError(key_setting_message(path, env_name if _ENV_NAME_RE.match(env_name) else "OPENAI_API_KEY"))
+        if isinstance(value, str) and has_url_credentials(value):
+            raise ConfigError(url_credentials_message(path, env_name if _ENV_NAME_RE.match(env_name) else "OPENAI_API_KEY"))
         if isinstance(value, str) and looks_like_key(value):
             if path.endswith("api_key_env"):
                 raise ConfigError(
