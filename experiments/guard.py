@@ -13,13 +13,16 @@ after composition, before Hydra creates the run folder and writes ``.hydra/*.yam
    :mod:`experiments.run_record`) with this one, refusing a mismatch unless ``overwrite=true``.
 
 A refusal is one line on stderr and exit code 2 (:mod:`experiments.errors`). In a sweep
-(``-m``) the same checks run per job at ``on_job_start``.
+(``-m``) the same checks run per job at ``on_job_start``; a refused job is recorded as failed
+and the others go on, and at the end of the sweep the guard names the failed jobs and sets
+the exit code (:mod:`experiments.sweep`).
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 
-from experiments.errors import EXIT_BUG, ConfigError, UserError, fail, mark_composed
+from experiments import sweep
+from experiments.errors import EXIT_BUG, EXIT_USER_ERROR, ConfigError, UserError, fail, mark_composed, record_outcome
 from rescue_env.secrets import has_url_credentials, looks_like_key
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -212,7 +216,21 @@ class ConfigGuard(Callback):
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             mark_composed()
             name = str(OmegaConf.select(config, "hydra.job.config_name") or "")
-            self._check(config, name, str(OmegaConf.select(config, "hydra.runtime.output_dir")))
+            # exiting here would take a joblib worker, and the jobs in flight, down with it
+            try:
+                check_config(config, name, str(OmegaConf.select(config, "hydra.runtime.output_dir")))
+            except UserError as exc:
+                sweep.refuse_job(EXIT_USER_ERROR, str(exc))
+            except Exception as exc:
+                traceback.print_exc()
+                sweep.refuse_job(EXIT_BUG, f"{type(exc).__name__}: {exc}")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Name the jobs that failed and set the sweep's exit code."""
+        outcome = sweep.sweep_outcome(Path(str(config.hydra.sweep.dir)))
+        for line in sweep.describe(outcome):
+            print(line, file=sys.stderr)
+        record_outcome(outcome.exit_code)
 
     @staticmethod
     def _check(config: DictConfig, command: str, output_dir: str | None) -> None:
