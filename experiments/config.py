@@ -320,9 +320,10 @@ class EvalTasksConfig:
 def check_agent_names(names: Any, field_name: str) -> None:
     """Raise ``ValueError`` for an agent name that ``agents.make_agent`` does not know."""
     from agents import AGENT_NAMES
+    from agents.registry import DEPRECATED_NAMES
 
     for name in names:
-        if name not in AGENT_NAMES:
+        if name not in AGENT_NAMES and name not in DEPRECATED_NAMES:
             raise ValueError(f"{field_name}: unknown agent {name!r}; choose from {list(AGENT_NAMES)}")
 
 

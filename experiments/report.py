@@ -29,6 +29,12 @@ from rescue_env.rollout import EpisodeRecord, record_from_json
 def load_records(run_dir: Path) -> dict[str, list[EpisodeRecord]]:
     """The run's episodes by agent, in file order."""
     path = run_dir / "episodes.jsonl"
+    if not path.is_file() and (run_dir / "model.zip").is_file():  # a `rescue train` folder
+        raise FileNotFoundError(
+            f"{run_dir} is a `rescue train` run folder (a policy, no episodes to report): play the policy with "
+            f"`rescue rollout policy={run_dir / 'model.zip'}` (add data.path=... for the dialogues it was trained on); "
+            "that run folder gets the report"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: not a `rescue rollout` run folder")
     records: dict[str, list[EpisodeRecord]] = {}

@@ -408,7 +408,7 @@ SUMMARY_COLUMNS = [
 
 #: Headers of the scope columns that precede the figures.
 SCOPE_GLOSSARY = [
-    ("agent", "the therapist agent (never, random, heuristic, imitation, trained, llm…)"),
+    ("agent", "the therapist agent (never, random, heuristic, imitation, policy, llm…)"),
     ("scenario", f"'{POOLED}': the scenarios every agent played, pooled; otherwise one scenario"),
 ]
 

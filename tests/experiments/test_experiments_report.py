@@ -31,6 +31,12 @@ def test_a_folder_without_episodes_is_a_clear_error(tmp_path: Path, capsys):
     assert "not a `rescue rollout` run folder" in capsys.readouterr().err
 
 
+def test_a_train_folder_says_which_rollout_to_run(train_run, capsys):
+    assert main(["report", str(train_run.dir)]) != 0
+    err = capsys.readouterr().err
+    assert "`rescue train` run folder" in err and f"rescue rollout policy={train_run.dir / 'model.zip'}" in err
+
+
 def test_shards_merge_into_the_unsharded_run(rollout_run, rescue, rollout_args, tmp_path: Path, capsys):
     import json
 
