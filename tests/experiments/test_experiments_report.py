@@ -64,3 +64,24 @@ def test_shards_merge_into_the_unsharded_run(rollout_run, rescue, rollout_args, 
 def test_a_bad_shard_is_a_clear_error(rescue, tmp_path: Path):
     run = rescue(["rollout", f"hydra.run.dir={tmp_path / 'x'}", "episodes=1", "agents=[never]", "shard=2/2", "progress=false"])
     assert run.rc != 0 and "need 0 ≤ i < n" in run.err
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a headless chromium to lay the page out")
+def test_the_summary_table_fits_a_1400px_window(rollout_run, tmp_path: Path):
+    """Laid out by a browser at 1,400 px, the summary table is no wider than its box: no
+    column (the last, "top patterns", was) is cut off or hidden behind a scroll bar."""
+    import re
+    import subprocess
+
+    probe = (
+        "<script>const w=document.querySelector('div.wide'),t=w.querySelector('table');"
+        "document.body.setAttribute('data-fit',[t.scrollWidth,w.clientWidth].join(','));</script></body>"
+    )
+    page = tmp_path / "report.html"
+    page.write_text((rollout_run.dir / "report.html").read_text(encoding="utf-8").replace("</body>", probe), encoding="utf-8")
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout
+    table_width, box_width = map(int, re.search(r'data-fit="(\d+),(\d+)"', dom).groups())
+    assert table_width <= box_width
