@@ -7,7 +7,9 @@ from typing import Any, Sequence
 from rescue_env.data.schema import Dialogue
 from rescue_env.taxonomy.actions import ActionEncoding
 
-AGENT_NAMES = ("never", "random", "heuristic", "imitation", "ppo", "maskable_ppo", "trained", "llm")
+AGENT_NAMES = ("never", "random", "heuristic", "imitation", "ppo", "maskable_ppo", "policy", "llm")
+#: old names still accepted, with a deprecation message: old name -> name
+DEPRECATED_NAMES = {"trained": "policy"}
 
 
 def make_agent(
@@ -25,10 +27,16 @@ def make_agent(
     """An agent of the :class:`~agents.base.TherapistAgent` protocol.
 
     ``imitation_data`` feeds the imitation prior (the bundled seeds when ``None``);
-    ``policy`` is a trained SB3 ``.zip`` for ``ppo`` / ``maskable_ppo`` / ``trained``;
+    ``policy`` is a trained SB3 ``.zip`` for ``ppo`` / ``maskable_ppo`` / ``policy`` (its
+    algorithm read from the file; ``trained`` is its deprecated name);
     ``llm`` takes ``client=`` (an :class:`rescue_env.llm.LLMClient`) among ``kwargs``.
     """
     encoding = encoding or ActionEncoding(scenario)
+    if name in DEPRECATED_NAMES:
+        import warnings
+
+        warnings.warn(f"agent {name!r} is now called {DEPRECATED_NAMES[name]!r}; the old name will go", FutureWarning, stacklevel=2)
+        name = DEPRECATED_NAMES[name]
     if name == "never":
         from agents.simple import NeverAgent
 
@@ -47,12 +55,12 @@ def make_agent(
 
         data = imitation_data if imitation_data is not None else load_dialogues()
         return fitted_imitation(scenario, data, encoding, seed=seed, **kwargs)
-    if name in ("ppo", "maskable_ppo", "trained"):
+    if name in ("ppo", "maskable_ppo", "policy"):
         from agents.sb3 import SB3Agent, load_policy
 
         if not policy:
             raise ValueError(f"agent {name!r} needs a trained policy file: set agent.policy=PATH.zip (or policy=PATH.zip for rollout)")
-        model = load_policy(policy, None if name == "trained" else name)
+        model = load_policy(policy, None if name == "policy" else name)
         return SB3Agent(model, scenario, encoding, deterministic=deterministic, name=name, horizon=horizon)
     if name == "llm":
         try:

@@ -66,7 +66,7 @@ class SB3Agent:
     ``rescue train`` does) gets it flattened; a ``MultiInputPolicy`` gets it as is.
     """
 
-    def __init__(self, model: Any, scenario: str, encoding: ActionEncoding | None = None, *, deterministic: bool = True, name: str = "trained", horizon: int = 30):
+    def __init__(self, model: Any, scenario: str, encoding: ActionEncoding | None = None, *, deterministic: bool = True, name: str = "policy", horizon: int = 30):
         self.model = model
         self.scenario = scenario
         self.encoding = encoding or ActionEncoding(scenario)

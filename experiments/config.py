@@ -192,7 +192,7 @@ class RolloutConfig:
             if not self.agents and not self.policy:
                 raise ValueError("agents=[] names no agent to run: give agents=[heuristic,...] or agent=NAME")
             check_agent_names(self.agents, "agents")
-        names = [self.agent.name] if self.agent.name else [*self.agents, *(["trained"] if self.policy else [])]
+        names = [self.agent.name] if self.agent.name else [*self.agents, *(["policy"] if self.policy else [])]
         check_reference(self.compare_to, names, named=self.compare_to != DEFAULT_REFERENCE)
         check_range(self, "episodes", 1)
         check_range(self, "snapshots", 0)
@@ -360,9 +360,10 @@ class JudgeAppConfig(JudgeConfig):
 def check_agent_names(names: Any, field_name: str) -> None:
     """Raise ``ValueError`` for an agent name that ``agents.make_agent`` does not know."""
     from agents import AGENT_NAMES
+    from agents.registry import DEPRECATED_NAMES
 
     for name in names:
-        if name not in AGENT_NAMES:
+        if name not in AGENT_NAMES and name not in DEPRECATED_NAMES:
             raise ValueError(f"{field_name}: unknown agent {name!r}; choose from {list(AGENT_NAMES)}")
 
 

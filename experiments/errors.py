@@ -114,12 +114,17 @@ def user_errors(fn: F) -> F:
     propagates (a bug: Hydra prints it and exits 1).
 
     Raising ``SystemExit`` (not returning) stops Hydra at once, before it adds its own
-    "Error executing job" lines.
+    "Error executing job" lines. A job of a sweep (``-m``) neither exits nor raises: the
+    others must go on (:mod:`experiments.sweep`).
     """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         install_log_scrubber()  # Hydra has set up the console and file log handlers by now
+        from experiments import sweep
+
+        if sweep.in_sweep():
+            return sweep.run_job(fn, args, kwargs)
         try:
             return fn(*args, **kwargs)
         except USER_ERRORS as exc:

@@ -5,20 +5,24 @@ after composition, before Hydra creates the run folder and writes ``.hydra/*.yam
 
 1. refuses secrets in the config: an ``api_key`` setting anywhere (``+llm.api_key=…`` is
    accepted by Hydra's parser, ignored by the client, and would be saved), any value shaped
-   like a key, and an ``llm.api_key_env`` that is not a variable name;
+   like a key, a URL with a user name or password in it (``llm.base_url=http://user:pass@host/v1``),
+   and an ``llm.api_key_env`` that is not a variable name;
 2. checks every typed section (the dataclass schemas of :mod:`experiments.config` and
    their ranges) by building it;
 3. compares the run folder's record of the config that defines its results (see
    :mod:`experiments.run_record`) with this one, refusing a mismatch unless ``overwrite=true``.
 
 A refusal is one line on stderr and exit code 2 (:mod:`experiments.errors`). In a sweep
-(``-m``) the same checks run per job at ``on_job_start``.
+(``-m``) the same checks run per job at ``on_job_start``; a refused job is recorded as failed
+and the others go on, and at the end of the sweep the guard names the failed jobs and sets
+the exit code (:mod:`experiments.sweep`).
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -28,8 +32,9 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 
-from experiments.errors import EXIT_BUG, ConfigError, UserError, fail, mark_composed
-from rescue_env.secrets import looks_like_key
+from experiments import sweep
+from experiments.errors import EXIT_BUG, EXIT_USER_ERROR, ConfigError, UserError, fail, mark_composed, record_outcome
+from rescue_env.secrets import has_url_credentials, looks_like_key
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEY_SETTING_RE = re.compile(r"(^|[._])api_?key$", re.IGNORECASE)
@@ -43,12 +48,23 @@ def key_setting_message(path: str, env_name: str = "OPENAI_API_KEY") -> str:
     )
 
 
+def url_credentials_message(path: str, env_name: str = "OPENAI_API_KEY") -> str:
+    """The refusal of a URL that carries a user name or password (it would be saved)."""
+    return (
+        f"{path} holds a user name or password (the USER:PASSWORD@ before the host), which would be saved in the run folder: "
+        f"give the URL without them (http://HOST:PORT/v1) and put the key in the environment variable named by "
+        f"llm.api_key_env, e.g. `export {env_name}=<key>`"
+    )
+
+
 def check_secrets(cfg: DictConfig) -> None:
     """Refuse an ``api_key`` setting, a key-shaped value and a malformed ``llm.api_key_env``."""
     env_name = str(OmegaConf.select(cfg, "llm.api_key_env", default="OPENAI_API_KEY") or "OPENAI_API_KEY")
     for path, value in _leaves(cfg):
         if _KEY_SETTING_RE.search(path.rsplit(".", 1)[-1]):
             raise ConfigError(key_setting_message(path, env_name if _ENV_NAME_RE.match(env_name) else "OPENAI_API_KEY"))
+        if isinstance(value, str) and has_url_credentials(value):
+            raise ConfigError(url_credentials_message(path, env_name if _ENV_NAME_RE.match(env_name) else "OPENAI_API_KEY"))
         if isinstance(value, str) and looks_like_key(value):
             if path.endswith("api_key_env"):
                 raise ConfigError(
@@ -186,7 +202,21 @@ class ConfigGuard(Callback):
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             mark_composed()
             name = str(OmegaConf.select(config, "hydra.job.config_name") or "")
-            self._check(config, name, str(OmegaConf.select(config, "hydra.runtime.output_dir")))
+            # exiting here would take a joblib worker, and the jobs in flight, down with it
+            try:
+                check_config(config, name, str(OmegaConf.select(config, "hydra.runtime.output_dir")))
+            except UserError as exc:
+                sweep.refuse_job(EXIT_USER_ERROR, str(exc))
+            except Exception as exc:
+                traceback.print_exc()
+                sweep.refuse_job(EXIT_BUG, f"{type(exc).__name__}: {exc}")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Name the jobs that failed and set the sweep's exit code."""
+        outcome = sweep.sweep_outcome(Path(str(config.hydra.sweep.dir)))
+        for line in sweep.describe(outcome):
+            print(line, file=sys.stderr)
+        record_outcome(outcome.exit_code)
 
     @staticmethod
     def _check(config: DictConfig, command: str, output_dir: str | None) -> None:

@@ -63,7 +63,7 @@ def agent_names(cfg: DictConfig) -> list[tuple[str, str | None]]:
         return [(cfg.agent.name, cfg.agent.policy)]
     names = [(str(a), None) for a in cfg.agents]
     if cfg.policy:
-        names.append(("trained", cfg.policy))
+        names.append(("policy", cfg.policy))  # the learned agent's one name (as in rescue train)
     return names
 
 

@@ -47,6 +47,7 @@ from hydra.experimental.callback import Callback
 from tabulate import tabulate
 
 from experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, report_error
+from experiments.sweep import read_status
 from rescue_env.atomic import atomic_open, atomic_write_text, save_figure
 from rescue_env.jsonl import dumps, finite_or_null
 from rescue_env.rollout import mean_ci
@@ -91,6 +92,9 @@ def _overrides(run: Path) -> dict[str, str]:
 def read_job(run: Path) -> Job:
     """The scores of one run folder (``status`` says why a job has none)."""
     job = Job(run, _overrides(run))
+    if (record := read_status(run)) is not None and record["exit_code"] in (1, 2):  # the sweep job failed
+        job.status = f"failed (exit {record['exit_code']}): {record.get('error', '')}"
+        return job
     path = run / "metrics.json"
     if not path.is_file():
         job.status = "no metrics.json (unfinished or failed)"

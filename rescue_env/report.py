@@ -245,8 +245,10 @@ def _transcript_html(record: EpisodeRecord, max_rows: int = 60) -> str:
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
 div.wide{overflow-x:auto}
+table.summary{width:100%;font-size:12px}
+table.summary td,table.summary th{padding:3px 4px}
 table.summary td{white-space:nowrap}
-table.summary td:last-child{white-space:normal;min-width:14em}
+table.summary td:last-child{white-space:normal;min-width:8em;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}
 td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
 th{background:#f0f0f0}
@@ -399,7 +401,7 @@ SUMMARY_COLUMNS = [
 
 #: Headers of the scope columns that precede the figures.
 SCOPE_GLOSSARY = [
-    ("agent", "the therapist agent (never, random, heuristic, imitation, trained, llm…)"),
+    ("agent", "the therapist agent (never, random, heuristic, imitation, policy, llm…)"),
     ("scenario", f"'{POOLED}': the scenarios every agent played, pooled; otherwise one scenario"),
 ]
 

@@ -8,8 +8,9 @@ Two nets, by value and by shape:
   any variable whose name says it holds a key (``*API_KEY*``, ``*TOKEN*``, ``*SECRET*``,
   ``*PASSWORD*``); found anywhere in the text, even without a recognisable shape;
 - **by shape**: anything that looks like a bearer token or an API key (``Bearer …``,
-  ``sk-…``, ``hf_…``, ``ghp_…``, ``AKIA…``, ``AIza…``, ``xox?-…``, ``gsk_…``) and the value
-  after ``api_key=`` / ``"authorization": …``.
+  ``sk-…``, ``hf_…``, ``ghp_…``, ``AKIA…``, ``AIza…``, ``xox?-…``, ``gsk_…``), the value
+  after ``api_key=`` / ``"authorization": …``, and the user name and password of a URL
+  (``http://user:pass@host``).
 
 Each is replaced by ``[redacted]``.
 """
@@ -39,6 +40,8 @@ _ASSIGNED_RE = re.compile(
     r"""(?!\[redacted\])(?!Bearer\b|Basic\b|Token\b)([^\s"',;}<>]{8,})""",
     re.IGNORECASE,
 )
+#: The user-info part of a URL (``scheme://user:password@``): credentials in the address.
+_URL_USERINFO_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s@]+@")
 _SECRET_NAME_RE = re.compile(r"API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
 #: Shortest value scrubbed by value (shorter ones would redact ordinary words).
 _MIN_SECRET_LEN = 8
@@ -66,6 +69,11 @@ def looks_like_key(value: str) -> bool:
     return bool(_TOKEN_RE.search(text) or _BEARER_RE.match(text))
 
 
+def has_url_credentials(value: str) -> bool:
+    """True when ``value`` holds a URL with a user name or password in it (``http://user:pass@host``)."""
+    return bool(_URL_USERINFO_RE.search(str(value)))
+
+
 def scrub(text: str) -> str:
     """``text`` with every known secret value and key-shaped token replaced by ``[redacted]``."""
     if not text:
@@ -76,6 +84,7 @@ def scrub(text: str) -> str:
             text = text.replace(value, REDACTED)
     text = _BEARER_RE.sub(lambda m: m.group(1) + REDACTED, text)
     text = _TOKEN_RE.sub(REDACTED, text)
+    text = _URL_USERINFO_RE.sub(lambda m: m.group(1) + REDACTED + "@", text)
     return _ASSIGNED_RE.sub(lambda m: m.group(1) + REDACTED, text)
 
 

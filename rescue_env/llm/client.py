@@ -6,11 +6,16 @@
 server does:
 
     cache lookup -> request (concurrency bounded and adapted to the server,
-    :mod:`rescue_env.llm.adaptive`; retries with backoff on 429, 5xx, timeouts and connection
-    errors, honouring Retry-After) -> parse (code fences stripped, ``json_repair`` on
-    malformed JSON, numbers and arrays clamped to their bounds) -> validate (``jsonschema``)
-    -> if unusable, re-ask once with the bad reply and a correction -> else ``ok=False``
-    with the reason.
+    :mod:`rescue_env.llm.adaptive`; retries with backoff on 429, 5xx, timeouts, connection
+    errors and replies the server spoiled — no ``choices``, a body cut mid-JSON, a reply cut
+    at ``max_tokens`` that is not usable — honouring Retry-After) -> parse (code fences
+    stripped, ``json_repair`` on malformed JSON, numbers and arrays clamped to their bounds)
+    -> validate (``jsonschema``) -> if the model's answer is unusable, re-ask up to
+    ``llm.reasks`` times with the bad reply and a correction -> else ``ok=False`` with the
+    reason.
+
+The two budgets are apart: ``llm.max_retries`` is spent on the server's faults, ``llm.reasks``
+only on answers that fail the schema.
 
 Model-side and server-side problems never raise; programmer errors (a bad schema or
 name) do. A failure is named for what it is (:mod:`rescue_env.llm.failures`), every text
@@ -29,7 +34,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -80,7 +85,7 @@ class LLMResult:
     repaired: bool = False
     """``data`` comes from a reply that ``json_repair`` had to fix."""
     reasked: bool = False
-    """The first reply was unusable and the model was asked once more."""
+    """The first reply was unusable and the model was asked again (up to ``llm.reasks`` times)."""
     cached: bool = False
     """Every reply came from the on-disk cache (no request was sent)."""
     usage: Usage = field(default_factory=Usage)
@@ -88,7 +93,7 @@ class LLMResult:
     latency_s: float = 0.0
     """Wall time of the call, backoff waits and re-ask included."""
     retries: int = 0
-    """HTTP attempts repeated after a 429, 5xx, timeout or connection error."""
+    """HTTP attempts repeated after a 429, 5xx, timeout, connection error or spoiled reply."""
 
 
 @dataclass(frozen=True)
@@ -123,10 +128,19 @@ class _CallFailed(Exception):
         self.retries = retries
 
 
+class _ServerFault(Exception):
+    """A 2xx reply the server spoiled (no choice, a body cut mid-JSON, a reply cut at
+    ``max_tokens`` that cannot be used): retried like a 5xx, not re-asked."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def _is_transient(exc: BaseException) -> bool:
-    """Worth retrying: timeouts, connection errors, 429 and 5xx (not other 4xx, nor a
-    refused ``response_format``: asking again in the same format cannot help)."""
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+    """Worth retrying: timeouts, connection errors, 429, 5xx and spoiled replies (not other
+    4xx, nor a refused ``response_format``: asking again in the same format cannot help)."""
+    if isinstance(exc, (openai.APIConnectionError, _ServerFault)):  # includes APITimeoutError
         return True
     if capabilities.is_format_rejection(exc):
         return False
@@ -320,7 +334,10 @@ class LLMClient:
             else:
                 shown = build(0)
             request = self._request(shown, seed, capabilities.response_format(mode, name, schema), max_tokens=budget)
-            return await self._send(request, name)
+            return await self._send(request, name, usable)
+
+        def usable(text: str) -> bool:
+            return not _parse(text, validator)[2]
 
         start = time.perf_counter()
         replies: list[_Reply] = []
@@ -330,7 +347,7 @@ class LLMClient:
                 replies.append(await self.formats.call(send, self._probe))
                 self._remember_format()
                 data, repaired, error = _parse(replies[-1].text, validator)
-                if error:
+                for _ in range(self.config.reasks if error else 0):
                     reasked = True
                     log.info("re-asking %s: %s", name, error)
                     retry_messages = [
@@ -338,8 +355,10 @@ class LLMClient:
                         {"role": "assistant", "content": replies[-1].text or ""},
                         {"role": "user", "content": _REASK.format(error=error)},
                     ]
-                    replies.append(await self._send({**request, "messages": retry_messages}, name))
+                    replies.append(await self._send({**request, "messages": retry_messages}, name, usable))
                     data, repaired, error = _parse(replies[-1].text, validator)
+                    if not error:
+                        break
         except _CallFailed as exc:
             error, retries = exc.reason, exc.retries
         except FormatRejected as exc:
@@ -503,8 +522,11 @@ class LLMClient:
         backoff = wait_random_exponential(multiplier=self.config.backoff_initial_s, max=self.config.backoff_max_s)
         return backoff(state)
 
-    async def _send(self, request: dict[str, Any], kind: str = "") -> _Reply:
-        """One reply for ``request``, from the cache or the server; raises ``_CallFailed``."""
+    async def _send(self, request: dict[str, Any], kind: str = "", usable: Callable[[str], bool] | None = None) -> _Reply:
+        """One reply for ``request``, from the cache or the server; raises ``_CallFailed``.
+
+        A reply without a choice, and one cut at ``max_tokens`` that ``usable`` rejects, are
+        the server's faults: retried with backoff within ``max_retries``."""
         cache = self._cache
         key = self.cache_key(request) if cache is not None else ""
         if cache is not None and (hit := cache.get(key)) is not None:
@@ -535,8 +557,13 @@ class LLMClient:
                             if self.concurrency:
                                 self.concurrency.on_error(exc, sent_at)
                             raise
+                        except json.JSONDecodeError:  # a JSON-labelled body cut short: the SDK's parse fails
+                            raise _ServerFault("the server's reply was cut mid-JSON") from None
                         if self.concurrency:
                             self.concurrency.on_reply(kind, sent_at, time.perf_counter() - sent_at)
+                        _check_spoiled(body, request, usable)
+        except _ServerFault as exc:
+            raise _CallFailed(f"{exc.reason} (after {retries} retries)", retries) from None
         except openai.APIError as exc:
             if capabilities.is_format_rejection(exc):
                 fmt = (request.get("response_format") or {}).get("type")
@@ -619,15 +646,41 @@ def _is_local(base_url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def _completion_fields(body: Any) -> tuple[str | None, Usage]:
-    """The first choice's text (``None`` when the body has no choice) and the token usage of
-    a Chat Completions response body; servers differ in what they omit, so nothing is assumed."""
-    if isinstance(body, str):  # a JSON body the server did not label application/json
+def _check_spoiled(body: Any, request: dict[str, Any], usable: Callable[[str], bool] | None) -> None:
+    """Raise :class:`_ServerFault` for a JSON reply the server spoiled: no choice (an empty
+    ``choices``, a body cut mid-JSON), or a reply cut at ``max_tokens`` that ``usable``
+    rejects (a resample is the remedy, as for a 5xx; a re-ask would only lengthen the prompt)."""
+    if describe_body(body) is not None:
+        return  # not a Chat Completions body at all (an HTML page): _send names it, unretried
+    text, _ = _completion_fields(body)
+    if text is None:
+        raise _ServerFault("the server returned no choices" if _json_body(body) is not None else "the server's reply was cut mid-JSON")
+    if usable is not None and _finish_reason(body) == "length" and not usable(text):
+        raise _ServerFault(f"the reply was cut at max_tokens={request.get('max_tokens')} before it was usable (finish_reason 'length')")
+
+
+def _json_body(body: Any) -> dict[str, Any] | None:
+    """The response body as a dict (a JSON text the server did not label is parsed); None if it is not one."""
+    if isinstance(body, str):
         try:
             body = json.loads(body)
         except json.JSONDecodeError:
-            return None, Usage()
-    if not isinstance(body, dict):
+            return None
+    return body if isinstance(body, dict) else None
+
+
+def _finish_reason(body: Any) -> str | None:
+    """The first choice's ``finish_reason`` (None when absent)."""
+    choices = (_json_body(body) or {}).get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return first.get("finish_reason") if isinstance(first, dict) else None
+
+
+def _completion_fields(body: Any) -> tuple[str | None, Usage]:
+    """The first choice's text (``None`` when the body has no choice) and the token usage of
+    a Chat Completions response body; servers differ in what they omit, so nothing is assumed."""
+    body = _json_body(body)  # a JSON body the server did not label application/json is text
+    if body is None:
         return None, Usage()
     reported = body.get("usage")
     usage = Usage()

@@ -66,7 +66,7 @@ class LLMConfig:
     timeout_s: float = 60.0
     """Timeout of one HTTP request; a request that runs past it is retried."""
     call_timeout_s: float = 180.0
-    """Deadline of one logical call, its retries, backoff waits and re-ask included: a call
+    """Deadline of one logical call, its retries, backoff waits and re-asks included: a call
     still unanswered then fails with "no reply within …" (a hanging server cannot hold an
     episode for ``(max_retries + 1) × timeout_s`` plus backoff)."""
     max_concurrency: int = 16
@@ -76,7 +76,11 @@ class LLMConfig:
     (timeouts, 429/503, latency rising with load) and raise them back after
     (:mod:`rescue_env.llm.adaptive`); false: always ``max_concurrency``."""
     max_retries: int = 5
-    """Retries per request on 429, 5xx, timeouts and connection errors."""
+    """Retries per request on 429, 5xx, timeouts, connection errors and replies the server
+    spoiled (no ``choices``, a body or a reply cut short)."""
+    reasks: int = 2
+    """Times a model whose answer fails the reply's schema is asked again (with its answer and
+    the error); 0: never. Server faults never spend these (``max_retries`` covers them)."""
     backoff_initial_s: float = 0.5
     """Scale of the exponential backoff (full jitter) between retries."""
     backoff_max_s: float = 20.0
@@ -115,6 +119,7 @@ class LLMConfig:
         check_choice(self, "cache_mode", CACHE_MODES)
         check_range(self, "max_concurrency", 1)
         check_range(self, "max_retries", 0)
+        check_range(self, "reasks", 0)
         check_range(self, "temperature", 0.0, 2.0)
         check_range(self, "max_tokens", 1)
         check_range(self, "context_tokens", 1, optional=True)

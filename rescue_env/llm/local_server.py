@@ -9,7 +9,9 @@ stopped when the command ends: at interpreter exit (also after Ctrl-C or an exce
 if this process is killed outright, by the server's own watch of its parent.
 
 One server per model file and settings serves every client of the process (a rollout and
-its judge share it). Install both packages with ``pip install -e ".[local-llm]"`` (the README
+its judge share it). A server that cannot start is not tried again in the same process: every
+later request gets the same one-line error. Its log lives in the system temp folder only while
+the server runs (``rescue-local-llm-*.log``, named in the debug log) and is removed when it stops. Install both packages with ``pip install -e ".[local-llm]"`` (the README
 gives the build flags ``llama-cpp-python`` needs).
 """
 
@@ -20,6 +22,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -58,11 +61,25 @@ def default_model_path() -> Path:
     return Path(str(dist.locate_file(files[0])))
 
 
+#: The first bytes of every GGUF file (llama.cpp's model format).
+GGUF_MAGIC = b"GGUF"
+
+
 def model_path(config: LocalServerConfig) -> Path:
-    """The GGUF file ``config`` serves (checked to exist)."""
+    """The GGUF file ``config`` serves (checked to exist and to be a GGUF file)."""
     path = Path(config.model_path).expanduser() if config.model_path else default_model_path()
     if not path.is_file():
         raise LocalServerError(f"llm.local.model_path={str(path)!r} is not a file")
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise LocalServerError(f"llm.local.model_path={str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if magic != GGUF_MAGIC:
+        raise LocalServerError(
+            f"llm.local.model_path={str(path)!r} is not a GGUF model file (llama.cpp's format, *.gguf); "
+            "give a GGUF file, or leave llm.local.model_path unset for the bundled SmolLM2"
+        )
     return path
 
 
@@ -118,28 +135,33 @@ class LocalLLMServer:
         self.log_path = Path(name)
         with os.fdopen(fd, "wb") as out:
             self._process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.info("starting %s on %s (log: %s)", self.model_path.name, self.base_url, self.log_path)
+        log.info("starting %s on %s", self.model_path.name, self.base_url)
+        log.debug("the local LLM server's log: %s", self.log_path)
         deadline = time.monotonic() + self.config.startup_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise LocalServerError(f"the local LLM server exited with code {self._process.returncode}:\n{self._log_tail()}")
+                code, reason = self._process.returncode, self._log_reason()
+                self.stop()
+                raise LocalServerError(f"the local LLM server for {self.model_path.name} exited with code {code}: {reason}")
             if self._answers():
                 return self
             time.sleep(0.2)
+        reason = self._log_reason()
         self.stop()
-        raise LocalServerError(f"the local LLM server did not answer within {self.config.startup_timeout_s:.0f} s:\n{self._log_tail()}")
+        raise LocalServerError(f"the local LLM server did not answer within {self.config.startup_timeout_s:.0f} s: {reason}")
 
     def stop(self) -> None:
-        """Stop the server (terminate, then kill after 10 s); safe to call twice."""
+        """Stop the server (terminate, then kill after 10 s) and remove its log; safe to call twice."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
 
     @property
     def running(self) -> bool:
@@ -158,23 +180,41 @@ class LocalLLMServer:
         except (urllib.error.URLError, OSError):
             return False
 
-    def _log_tail(self, lines: int = 20) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return "(no log)"
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+    def _log_reason(self) -> str:
+        """One line of the server's log saying why it failed: its first ``XxxError: ...``
+        line (llama-cpp-python's own traceback and clean-up noise follow it), else the last line."""
+        try:
+            lines = [line.strip() for line in self.log_path.read_text(errors="replace").splitlines()] if self.log_path else []
+        except OSError:
+            lines = []
+        errors = [line for line in lines if _ERROR_LINE_RE.match(line)]
+        reason = errors[0] if errors else next((line for line in reversed(lines) if line), "(no output)")
+        return reason if len(reason) <= 300 else reason[:299] + "…"
+
+
+_ERROR_LINE_RE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
 
 
 _servers: dict[tuple, LocalLLMServer] = {}
+# settings whose server could not start -> the error (raised again, not retried)
+_failed: dict[tuple, LocalServerError] = {}
 _servers_lock = threading.Lock()
 
 
 def shared_server(config: LocalServerConfig, alias: str) -> LocalLLMServer:
-    """The process's running server for ``config`` and ``alias``, started on first use."""
-    key = (str(model_path(config)), alias, config.n_ctx, config.n_threads, config.prompt_cache_mb)
+    """The process's running server for ``config`` and ``alias``, started on first use; a
+    server that could not start raises its :class:`LocalServerError` again without a retry."""
+    key = (config.model_path, alias, config.n_ctx, config.n_threads, config.prompt_cache_mb)
     with _servers_lock:
+        if key in _failed:
+            raise _failed[key]
         server = _servers.get(key)
         if server is None or not server.running:
-            server = _servers[key] = LocalLLMServer(config, alias).start()
+            try:
+                server = _servers[key] = LocalLLMServer(config, alias).start()
+            except LocalServerError as exc:
+                _failed[key] = exc
+                raise
         return server
 
 
@@ -186,3 +226,4 @@ def stop_all() -> None:
         _servers.clear()
     for server in servers:
         server.stop()
+    _failed.clear()

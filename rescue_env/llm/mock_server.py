@@ -2,8 +2,9 @@
 
 It speaks enough of the protocol for ``openai.AsyncOpenAI`` (``POST /v1/chat/completions``,
 ``GET /v1/models``), records every request, and injects the faults a real server shows:
-429 with ``Retry-After``, 500, a stall beyond the client's timeout, truncated JSON,
-schema-violating JSON and an empty ``choices`` list, plus a fixed latency per reply.
+429 with ``Retry-After``, 500, a stall beyond the client's timeout, truncated JSON (a reply
+cut at ``max_tokens``), schema-violating JSON, an empty ``choices`` list and a 200 body cut
+mid-JSON, plus a fixed latency per reply.
 
     with MockLLMServer(latency_s=0.05, faults=Faults(schedule=["rate_limit"])) as server:
         client = LLMClient(LLMConfig(base_url=server.base_url, model="mock"))
@@ -35,7 +36,7 @@ from typing import Any, Literal, get_args
 Flavour = Literal["openai", "llama_cpp"]
 FLAVOURS: tuple[Flavour, ...] = get_args(Flavour)
 
-FaultKind = Literal["rate_limit", "server_error", "stall", "truncated", "schema_violation", "empty_choices"]
+FaultKind = Literal["rate_limit", "server_error", "stall", "truncated", "schema_violation", "empty_choices", "cut_body"]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
@@ -338,8 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
         with self.mock._lock:
             self.mock._requests.append(record)
 
-    def _send(self, status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    def _send(self, status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None, cut: bool = False) -> None:
         data = json.dumps(payload).encode()
+        data = data[: len(data) // 2] if cut else data
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -407,7 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with mock._lock:
                 mock._in_flight -= 1
-        self._send(200, payload)
+        self._send(200, payload, cut=fault == "cut_body")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -210,7 +210,7 @@ def test_make_agent_unknown_name_names_the_choices():
     assert set(AGENT_NAMES) >= {"never", "random", "heuristic", "imitation", "ppo", "maskable_ppo"}
 
 
-@pytest.mark.parametrize("name", ["ppo", "maskable_ppo", "trained"])
+@pytest.mark.parametrize("name", ["ppo", "maskable_ppo", "policy"])
 def test_sb3_agents_without_a_policy_file_error_clearly(name):
     with pytest.raises(ValueError, match="policy"):
         make_agent(name, "couple")
@@ -228,9 +228,13 @@ def test_sb3_agent_with_a_missing_file_or_another_scenario_errors(tmp_path, sb3_
 def test_make_agent_names_and_settings(seeds, sb3_policies):
     for name in ("never", "random", "heuristic", "imitation"):
         assert make_agent(name, "couple", seed=0, imitation_data=seeds).name == name
-    trained = make_agent("trained", "couple", policy=str(sb3_policies[("ppo", "couple")]))
-    assert trained.name == "trained" and not trained.maskable  # guessed as PPO from the file
-    masked = make_agent("trained", "couple", policy=str(sb3_policies[("maskable_ppo", "couple")]))
+    trained = make_agent("policy", "couple", policy=str(sb3_policies[("ppo", "couple")]))
+    assert trained.name == "policy" and not trained.maskable  # guessed as PPO from the file
+    masked = make_agent("policy", "couple", policy=str(sb3_policies[("maskable_ppo", "couple")]))
     assert masked.maskable
+    # the learned agent's old name in rollout is still accepted, with a deprecation message
+    with pytest.warns(FutureWarning, match="now called 'policy'"):
+        old = make_agent("trained", "couple", policy=str(sb3_policies[("maskable_ppo", "couple")]))
+    assert old.name == "policy" and old.maskable
     h = make_agent("heuristic", "family", speak_threshold=0.9)
     assert h.speak_threshold == 0.9

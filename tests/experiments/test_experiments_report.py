@@ -34,6 +34,12 @@ def test_a_folder_without_episodes_is_a_clear_error(tmp_path: Path, capsys):
     assert "rescue report: error:" in capsys.readouterr().err
 
 
+def test_a_train_folder_says_which_rollout_to_run(train_run, capsys):
+    assert main(["report", str(train_run.dir)]) != 0
+    err = capsys.readouterr().err
+    assert "`rescue train` run folder" in err and f"rescue rollout policy={train_run.dir / 'model.zip'}" in err
+
+
 def test_report_compare_to_must_name_an_agent_of_the_run(rollout_run, tmp_path: Path, capsys):
     run = tmp_path / "run"
     shutil.copytree(rollout_run.dir, run)
@@ -207,3 +213,24 @@ def test_merge_user_errors_exit_2(shards, tmp_path: Path, capsys):
     assert main(["merge", str(tmp_path / "m2"), *map(str, shards), "--compare-to", "bogus"]) == 2
     assert "'bogus' is not an agent of this run" in capsys.readouterr().err
     assert not (tmp_path / "m1").exists()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a headless chromium to lay the page out")
+def test_the_summary_table_fits_a_1400px_window(rollout_run, tmp_path: Path):
+    """Laid out by a browser at 1,400 px, the summary table is no wider than its box: no
+    column (the last, "top patterns", was) is cut off or hidden behind a scroll bar."""
+    import re
+    import subprocess
+
+    probe = (
+        "<script>const w=document.querySelector('div.wide'),t=w.querySelector('table');"
+        "document.body.setAttribute('data-fit',[t.scrollWidth,w.clientWidth].join(','));</script></body>"
+    )
+    page = tmp_path / "report.html"
+    page.write_text((rollout_run.dir / "report.html").read_text(encoding="utf-8").replace("</body>", probe), encoding="utf-8")
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout
+    table_width, box_width = map(int, re.search(r'data-fit="(\d+),(\d+)"', dom).groups())
+    assert table_width <= box_width

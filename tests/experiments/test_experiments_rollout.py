@@ -274,12 +274,12 @@ def test_rollout_with_a_trained_policy_adds_it(train_run, couple_seeds_jsonl, re
     run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[never]", f"policy={model}", f"data.path={couple_seeds_jsonl}", "progress=false"])
     assert run.rc == 0, run.err[-2000:]
     m = json.loads((out / "metrics.json").read_text())
-    assert list(m["agents"]) == ["never", "trained"]
-    assert m["agents"]["trained"]["episodes"] == 6 and m["agents"]["trained"]["failed"] == 0
+    assert list(m["agents"]) == ["never", "policy"]
+    assert m["agents"]["policy"]["episodes"] == 6 and m["agents"]["policy"]["failed"] == 0
     objs = lines_of(out / "episodes.jsonl")
-    assert sum(o["agent"] == "trained" for o in objs) == 6
-    assert re.search(r"^trained\s", run.out, re.M)
-    assert (out / "plots" / "episode_trained.png").is_file()
+    assert sum(o["agent"] == "policy" for o in objs) == 6
+    assert re.search(r"^policy\s", run.out, re.M)
+    assert (out / "plots" / "episode_policy.png").is_file()
 
 
 def test_readme_rollout_with_a_trained_policy_on_the_default_seeds(train_run, rescue, tmp_path):
@@ -289,16 +289,16 @@ def test_readme_rollout_with_a_trained_policy_on_the_default_seeds(train_run, re
     # runs on the couple seeds only (it has 31 actions, a family env 177)
     assert run.rc == 0, run.err[-1500:]
     m = json.loads((out / "metrics.json").read_text())
-    assert list(m["agents"]) == ["never", "trained"]
+    assert list(m["agents"]) == ["never", "policy"]
     # the pooled figures compare like with like: the family seeds leave them for everyone...
-    assert m["pooled_scenarios"] == ["couple"] and m["left_out"] == {"family": ["trained"]}
+    assert m["pooled_scenarios"] == ["couple"] and m["left_out"] == {"family": ["policy"]}
     assert m["agents"]["never"]["episodes"] == 6
-    assert m["agents"]["trained"]["episodes"] == 6 and m["agents"]["trained"]["failed"] == 0
+    assert m["agents"]["policy"]["episodes"] == 6 and m["agents"]["policy"]["failed"] == 0
     # ...and the per-scenario breakdown keeps them
     assert m["agents"]["never"]["by_scenario"]["family"]["episodes"] == N_SEEDS - 6
-    assert list(m["agents"]["trained"]["by_scenario"]) == ["couple"]
-    assert "family is left out of the pooled rows: trained did not play it" in run.out
-    trained = [o for o in lines_of(out / "episodes.jsonl") if o["agent"] == "trained"]
+    assert list(m["agents"]["policy"]["by_scenario"]) == ["couple"]
+    assert "family is left out of the pooled rows: policy did not play it" in run.out
+    trained = [o for o in lines_of(out / "episodes.jsonl") if o["agent"] == "policy"]
     assert len(trained) == 6 and {o["scenario"] for o in trained} == {"couple"}
 
 

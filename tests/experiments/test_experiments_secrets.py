@@ -96,3 +96,34 @@ def test_the_scanner_finds_a_planted_key(tmp_path, sentinel):
         z.writestr("data", f"{{'k': '{sentinel}'}}" * 50)
     (tmp_path / "clean.txt").write_text("nothing here")
     assert sorted(leaks(tmp_path, sentinel)) == ["a.log", "m.zip!data", "tb/events"]
+
+
+PASSWORD = "pw-SENTINEL-4c1d9e"
+
+
+@pytest.mark.parametrize("sweep", [False, True], ids=["run", "sweep"])
+def test_a_password_in_llm_base_url_is_refused_before_anything_is_written(rescue, tmp_path, sweep):
+    """``llm.base_url=http://user:PASSWORD@host/v1``: one line naming the fix, exit 2, and
+    the password in no file under the run (or sweep) folder and in no printed text."""
+    url = f"http://someone:{PASSWORD}@127.0.0.1:9/v1"
+    where = tmp_path / "out"
+    args = ["rollout", *(["-m"] if sweep else []), "dynamics=llm", "episodes=1", "agents=[random]", "progress=false"]
+    if sweep:
+        args += [f"hydra.sweep.dir={where}", f"llm.base_url={url},http://127.0.0.1:9/v1"]
+    else:
+        args += [f"hydra.run.dir={where}", f"llm.base_url={url}"]
+    run = rescue(args)
+    assert run.rc == 2, run.err[-2000:]
+    assert "llm.base_url" in run.err and "llm.api_key_env" in run.err and "Traceback" not in run.err
+    assert PASSWORD not in run.out + run.err
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert [p for p in written if PASSWORD.encode() in p.read_bytes()] == []
+    assert not (where / ".hydra").exists(), "refused before Hydra wrote the config"
+
+
+def test_url_credentials_are_scrubbed_from_text():
+    from rescue_env.secrets import has_url_credentials, scrub
+
+    assert has_url_credentials(f"http://u:{PASSWORD}@host/v1") and has_url_credentials("https://token@host")
+    assert not has_url_credentials("http://host:8000/v1") and not has_url_credentials("mail me at a@b.c")
+    assert PASSWORD not in scrub(f"cannot reach http://u:{PASSWORD}@host/v1: refused")

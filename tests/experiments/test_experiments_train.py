@@ -231,3 +231,49 @@ def test_train_refuses_a_group_the_env_cannot_hold(real_more_path, rescue, tmp_p
     err = run.err + run.out
     assert "aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members" in err and "env.max_members=3" in err
     assert not (out / "model.zip").exists()
+
+
+def test_the_install_brings_what_the_progress_bar_needs():
+    """SB3's progress bar imports tqdm and rich: both are base dependencies (not only
+    pulled in by a test extra), so `rescue train` on a terminal works after the README's install."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    names = {re.match(r"[A-Za-z0-9_.\-]+", dep).group(0).lower() for dep in project["dependencies"]}
+    assert {"tqdm", "rich"} <= names
+
+
+def test_rescue_train_on_a_terminal_shows_the_progress_bar_and_exits_0(tiny_train, tmp_path):
+    """Run under a pseudo-terminal (stdout is a tty, as for a user; CI's is not), where SB3's
+    progress bar is on."""
+    import os
+    import pty
+    import select
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "120", "TERM": "xterm"}
+    args = [sys.executable, "-m", "experiments.cli", "train", f"hydra.run.dir={tmp_path / 'run'}", *tiny_train]
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdin=secondary, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    output = bytearray()
+    while True:  # drain the terminal, or the child blocks once its buffer is full
+        ready, _, _ = select.select([primary], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        elif proc.poll() is not None:
+            break
+    rc = proc.wait(timeout=600)
+    os.close(primary)
+    text = output.decode(errors="replace")
+    assert rc == 0, text[-3000:]
+    assert "ImportError" not in text
+    assert "━" in text, "the rich progress bar was drawn (the run saw a terminal)"

@@ -54,8 +54,8 @@ def test_complete_text(serve, client_for):
     first = run_sync(client.complete_text(MESSAGES))
     assert first.ok and first.raw_text == "ok" and first.data is None
     assert "response_format" not in server.chat_requests[0].body
-    second = run_sync(client.complete_text(MESSAGES))
-    assert not second.ok and "no choices" in second.error
+    second = run_sync(client.complete_text(MESSAGES))  # no choice: the server's fault, retried
+    assert second.ok and second.raw_text == "ok" and second.retries == 1
 
 
 def test_retry_after_is_honoured(serve, client_for):
@@ -146,12 +146,22 @@ def test_a_raw_newline_inside_a_string_is_valid_as_sent(serve, client_for):
     assert client.usage().valid_first_try == 1
 
 
-def test_truncated_json_missing_fields_is_reasked(serve, client_for):
+def test_a_reply_cut_at_max_tokens_and_unusable_is_retried_not_reasked(serve, client_for):
+    """finish_reason 'length' and missing fields: the server cut it; the same request is sent
+    again (with backoff) and the re-asks stay for the model's own mistakes."""
     server = serve(faults=Faults(schedule=["truncated"]))
-    client = client_for(server)
+    client = client_for(server, reasks=0)
     result = ask(client)
-    assert result.ok and result.reasked and not result.repaired
-    assert client.usage().reasked == 1
+    assert result.ok and result.retries == 1 and not result.reasked and not result.repaired
+    first, second = server.chat_requests
+    assert first.body == second.body
+    assert client.usage().reasked == 0 and client.usage().retries == 1
+
+
+def test_a_body_cut_mid_json_is_retried(serve, client_for):
+    server = serve(faults=Faults(schedule=["cut_body"]))
+    result = ask(client_for(server))
+    assert result.ok and result.retries == 1 and not result.reasked
 
 
 def test_schema_violation_is_reasked_once(serve, client_for):
@@ -167,20 +177,37 @@ def test_schema_violation_is_reasked_once(serve, client_for):
     assert correction["role"] == "user" and "schema violation" in correction["content"]
 
 
-def test_second_schema_violation_is_a_counted_failure(serve, client_for):
-    server = serve(faults=Faults(schedule=["schema_violation", "schema_violation"]))
-    client = client_for(server)
+@pytest.mark.parametrize("reasks", [0, 1, 2])
+def test_llm_reasks_sets_how_often_a_schema_violation_is_asked_again(serve, client_for, reasks):
+    server = serve(faults=Faults(schedule=["schema_violation"] * (reasks + 1)))
+    client = client_for(server, reasks=reasks)
     result = ask(client, tag="episode-1")
-    assert not result.ok and result.reasked and "schema violation" in result.error
+    assert not result.ok and result.reasked == (reasks > 0) and "schema violation" in result.error
     assert result.raw_text == json.dumps({"utterance": None, "emotion": None, "intensity": None})
-    assert len(server.chat_requests) == 2  # one re-ask, no more
+    assert len(server.chat_requests) == reasks + 1 and result.retries == 0
     assert client.usage().failures == 1 and client.usage("episode-1").failures == 1
 
 
-def test_empty_choices_is_reasked(serve, client_for):
-    server = serve(faults=Faults(schedule=["empty_choices"]))
+def test_the_default_reasks_are_two(serve, client_for):
+    server = serve(faults=Faults(schedule=["schema_violation", "schema_violation"]))
     result = ask(client_for(server))
-    assert result.ok and result.reasked and len(server.chat_requests) == 2
+    assert result.ok and result.reasked and len(server.chat_requests) == 3
+
+
+def test_empty_choices_is_retried_like_a_5xx_and_spends_no_reask(serve, client_for):
+    server = serve(faults=Faults(schedule=["empty_choices", "empty_choices", "schema_violation"]))
+    client = client_for(server, reasks=1)
+    result = ask(client)
+    # two server faults are retried; the model's bad answer still has its re-ask
+    assert result.ok and result.retries == 2 and result.reasked and len(server.chat_requests) == 4
+    first, second, third, _ = server.chat_requests
+    assert first.body == second.body == third.body
+
+
+def test_empty_choices_past_max_retries_fail_with_their_reason(serve, client_for):
+    server = serve(faults=Faults(schedule=["empty_choices"] * 3))
+    result = ask(client_for(server, max_retries=2))
+    assert not result.ok and result.error == "the server returned no choices (after 2 retries)" and not result.reasked
 
 
 def test_mixed_faults_under_concurrency_all_complete(serve, client_for):

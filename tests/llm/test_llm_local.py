@@ -120,3 +120,57 @@ def test_a_missing_model_file_stops_the_command_with_one_line(tmp_path):
                   f"hydra.run.dir={tmp_path / 'run'}", "report=false"])  # fmt: skip
     assert run.rc == 2, run.err[-2000:]
     assert "rescue rollout: error:" in run.err and "Traceback" not in run.err
+
+
+def test_a_file_that_is_not_gguf_is_refused_before_a_server_starts(tmp_path):
+    path = tmp_path / "model.gguf"
+    path.write_text("this is not a model\n")
+    with pytest.raises(LocalServerError, match=r"is not a GGUF model file") as err:
+        LocalLLMServer(LocalServerConfig(model_path=str(path)), "m")
+    assert "\n" not in str(err.value)
+
+
+def _bad_model_run(tmp_path, monkeypatch, content: bytes):
+    """``rescue rollout llm=local llm.local.model_path=BAD`` with the system temp folder
+    redirected to an empty one; returns (run, server starts, files left in the temp folder)."""
+    import tempfile
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    bad = tmp_path / "not_a_model.gguf"
+    bad.write_bytes(content)
+    starts = []
+    real_start = LocalLLMServer.start
+    monkeypatch.setattr(LocalLLMServer, "start", lambda self: starts.append(1) or real_start(self))
+    args = ["rollout", "dynamics=llm", "agent=llm", "llm=local", "episodes=1", f"llm.local.model_path={bad}",
+            f"hydra.run.dir={tmp_path / 'run'}", "report=false", "progress=false"]  # fmt: skip
+    try:
+        run = invoke(args)
+    finally:
+        stop_all()
+    return run, len(starts), sorted(p.name for p in temp.iterdir())
+
+
+def _one_error_line(run) -> str:
+    assert run.rc == 2, run.err[-2000:]
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("rescue rollout: error: "), run.err[-2000:]
+    return lines[0]
+
+
+def test_a_file_that_is_not_gguf_stops_the_command_with_one_line(tmp_path, monkeypatch):
+    run, starts, left = _bad_model_run(tmp_path, monkeypatch, b"hello, not a model\n")
+    assert "is not a GGUF model file" in _one_error_line(run)
+    assert starts == 0 and left == []
+
+
+@pytest.mark.skipif(not server_available(), reason='needs llama-cpp-python[server]: pip install -e ".[local-llm]"')
+@pytest.mark.timeout(600)
+def test_a_model_the_server_cannot_load_is_tried_once_with_one_line_and_no_log_left(tmp_path, monkeypatch):
+    """A file with the GGUF magic but nothing valid after it: llama-cpp-python's server
+    starts and exits; the command says why in one line, tries no second time, leaves no log."""
+    run, starts, left = _bad_model_run(tmp_path, monkeypatch, b"GGUF" + b"\x00" * 64)
+    line = _one_error_line(run)
+    assert "exited with code" in line and "Failed to load model" in line
+    assert starts == 1 and left == []

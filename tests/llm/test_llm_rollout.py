@@ -89,7 +89,8 @@ def test_llm_rollout_end_to_end_with_usage_report_and_no_key_written(serve, data
 
 # --- faults -------------------------------------------------------------------------------------
 
-TRANSPORT = {"rate_limit", "server_error", "stall"}
+# the server's faults, retried (an empty choices list is one: it spends no re-ask)
+TRANSPORT = {"rate_limit", "server_error", "stall", "empty_choices"}
 
 
 @pytest.mark.parametrize("kind", ["rate_limit", "server_error", "stall", "truncated", "schema_violation", "empty_choices"])
@@ -110,18 +111,44 @@ def test_injected_faults_lose_no_episode(kind, serve, data, tmp_path):
     injected = sum(r.fault == kind for r in server.chat_requests)
     assert injected > 0
     if kind in TRANSPORT:
-        # each 429 / 500 / stalled request is retried once (6 retries: none runs out)
+        # each 429 / 500 / stalled / choiceless reply is retried once (6 retries: none runs out)
         assert usage["retries"] == injected and usage["failures"] == 0 and usage["episodes_failed"] == 0
+        assert usage["reasked"] == 0
     elif kind == "truncated":
-        # a truncated reply is repaired (json_repair) or asked again
-        assert usage["repaired"] + usage["reasked"] >= 1 and usage["reasked"] + usage["failures"] <= injected
+        # a reply cut at max_tokens is repaired (json_repair) or, still unusable, sent again
+        assert usage["repaired"] + usage["retries"] >= 1 and usage["retries"] <= injected
+        assert usage["reasked"] == 0 and usage["failures"] == 0
     else:
-        # an unusable reply is asked again once; a second unusable one fails the call
-        assert usage["reasked"] + usage["failures"] == injected
+        # an answer that fails the schema is asked again, up to llm.reasks=2 times; a call
+        # fails only after three bad answers
+        assert usage["reasked"] <= injected <= 3 * usage["reasked"] and usage["retries"] == 0
+        assert injected == usage["reasked"] + sum(
+            r.fault == kind for r in server.chat_requests if r.body["messages"][-1]["content"].startswith("Your previous reply")
+        )
     failed = [o for o in lines_of(path) if o["failed"]]
     assert usage["episodes_failed"] == len(failed) <= usage["failures"]
     assert all(o["error"] for o in failed)
     assert set(usage["failed_episodes"]) == {o["sample_id"] for o in failed}
+
+
+def test_twenty_percent_mixed_server_faults_lose_no_episode(serve, tmp_path):
+    """Every seed dialogue, one full-length episode each, against a server whose replies are
+    20 % faulty (429, 500, a reply cut at max_tokens, no choices): the client's retries absorb
+    them all, and no re-ask is spent on them."""
+    rates = {"rate_limit": 0.05, "server_error": 0.05, "truncated": 0.05, "empty_choices": 0.05}
+    server = serve(varied_responder, faults=Faults(rates=rates, retry_after="0", seed=1))
+    run_dir = tmp_path / "run"
+    args = [
+        "rollout", f"hydra.run.dir={run_dir}", "dynamics=llm", "agent=llm", f"llm.base_url={server.base_url}",
+        "llm.model=mock", "llm.backoff_initial_s=0.01", "llm.backoff_max_s=0.05", "episodes=1",
+        "progress=false", "report=false",
+    ]
+    run = invoke(args)
+    usage = usage_of(run_dir)
+    assert run.rc == 0, run.err[-3000:]
+    assert usage["episodes_run"] == 9 and usage["episodes_failed"] == 0 and usage["failures"] == 0
+    injected = sum(r.fault is not None for r in server.chat_requests)
+    assert injected > 50 and usage["retries"] == injected and usage["reasked"] == 0
 
 
 def test_failed_episodes_are_recorded_with_their_reason_and_redone_on_rerun(serve, data, tmp_path):
