@@ -4,7 +4,7 @@ Run: ``python benchmarks/env_step.py [--steps N]``. All envs are timed in this p
 this run, interleaved over several rounds (the machine is shared and noisy); the figure per
 env is the median over rounds of µs/step, and the ratio is to CartPole's median. Actions
 are drawn beforehand (masked-random for ours) so only ``step`` (and ``reset`` at episode
-ends, as in training) is timed. Targets: couple ≤ 5× CartPole, family ≤ 8×.
+ends, as in training) is timed. Targets: couple ≤ 3× CartPole, family ≤ 4×.
 
 The ``VecEnv`` rows time :class:`~rescue_env.envs.vec_env.GroupSupportVecEnv` (8 sessions,
 the batched kernel ``rescue train`` uses) per session step, against CartPole-v1 under SB3's

@@ -22,7 +22,7 @@ divided by N.
 
 The batched env under test comes from :func:`make_batched` — one small function:
 ``gym.make_vec("rescue_env/...", vectorization_mode="vector_entry_point")`` when the ids have
-a vector entry point, else the SB3 ``GroupSupportVecEnv`` (the batched path before issue 11).
+a vector entry point, else the SB3 ``GroupSupportVecEnv``.
 The route used is printed.
 """
 

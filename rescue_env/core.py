@@ -80,7 +80,7 @@ class _CompileNotice:
         while not self._done.wait(0.5):
             if time.process_time() - self._cpu0 >= self.CPU_S and not _CompileNotice.printed:
                 _CompileNotice.printed = True
-                print("rescue_env: compiling the simulator (first run only, ~15 s; cached after)", file=sys.stderr, flush=True)
+                print("rescue_env: compiling the simulator (first run only, ~20 s; cached after)", file=sys.stderr, flush=True)
                 return
 
 

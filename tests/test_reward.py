@@ -36,7 +36,7 @@ def sigma_star(state: GroupState, intervened: bool, cfg: RewardConfig) -> tuple[
     """σ* of ``state`` as the simulator core books it (reward, weighted components)."""
     core = Core(
         scenario_params(None, state.scenario), ActionEncoding(state.scenario, None if state.n == 2 else max(3, state.n)), cfg, None, 1,
-        episode_end=EnvConfig(state.scenario),
+        episode_end=EnvConfig(state.scenario), heterogeneity=1.0,
     )  # fmt: skip
     core.load(0, state, key=0)
     core.state.intervened[0] = intervened

@@ -1,7 +1,10 @@
 """The calibrated client model: a fast stochastic model of how a group responds.
 
 This module states the model; its arithmetic lives once, compiled and batched, in the
-simulator core (:func:`rescue_env.core._transition`), which every env runs.
+simulator core (:func:`rescue_env.core._transition`), which every env runs: one helper per part
+below (``_therapist_effect``, ``_bucket``, ``_choose_turns`` and ``_hear_turns``, ``_ripple``,
+``_stance_drift``, ``_next_pattern``, ``_untended`` and ``_book_step``), then σ*
+(``_sigma_star``) and the observation model (``_observe_row``).
 
 One step, in order (parameters in :class:`~rescue_env.dynamics.params.ScenarioParams`):
 
@@ -114,10 +117,11 @@ if TYPE_CHECKING:
 
 
 class CalibratedModel:
-    """The calibrated model applied to a lone :class:`~rescue_env.state.GroupState`: the state
-    is loaded into a simulator core, moved by the core's transition, and written back. For
-    mechanism checks and the fidelity check (simulating real moves from real states); the
-    envs run the core directly.
+    """The calibrated model as a client backend (:class:`~rescue_env.dynamics.base.ClientBackend`:
+    the envs' default, whose whole step they run in the core) and applied to a lone
+    :class:`~rescue_env.state.GroupState`: the state is loaded into a simulator core, moved by
+    the core's transition, and written back, for mechanism checks and the fidelity check
+    (simulating real moves from real states).
 
     Args:
         scenario: ``"couple"`` or ``"family"``.
