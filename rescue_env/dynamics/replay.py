@@ -101,6 +101,7 @@ def replay(
     the population. ``annotated[k, i]`` (bool ``[h, n]``) says whether member i's reading is
     refreshed after move k; where not, it keeps its previous value (the real start's at first).
     All windows must be of one group size; they run as one batch of the simulator core."""
+    from rescue_env.config import EnvConfig
     from rescue_env.core import Core
     from rescue_env.dynamics.calibrated import CalibratedModel
     from rescue_env.reward import RewardConfig
@@ -111,8 +112,10 @@ def replay(
     h = max(len(a) for _, a, _ in windows)
     model = CalibratedModel(params.scenario, params, heterogeneity=heterogeneity)
     sessions = len(windows) * draws
-    core = Core(params, model.encoding(n), RewardConfig(), None, sessions, horizon=10**9, settle_threshold=0.0, settle_steps=1,
-                terminate_on_settle=False, heterogeneity=heterogeneity)  # fmt: skip
+    # no episode end: the windows are moved h steps whatever happens
+    never = EnvConfig(params.scenario, horizon=10**9, settle_threshold=0.0, terminate_on_settle=False)
+    core = Core(params, model.encoding(n), RewardConfig(), None, sessions, episode_end=never, heterogeneity=heterogeneity)
+    S = core.state
     rng = np.random.default_rng(seed)
     keys = rng.integers(0, 2**63, size=sessions, dtype=np.uint64)
     for w, (state, _, _) in enumerate(windows):
@@ -122,26 +125,21 @@ def replay(
     latent = np.zeros((sessions, h + 1, n))
     pattern = np.zeros((sessions, h + 1), dtype=np.int64)
     stance = np.zeros((sessions, h + 1, n, n))
-    readings[:, 0] = latent[:, 0] = core.D[:, :n]
-    pattern[:, 0] = core.I[:, _pattern_column()]
-    stance[:, 0] = core.G[:, :n, :n]
+    readings[:, 0] = latent[:, 0] = S.distress[:, :n]
+    pattern[:, 0] = S.pattern
+    stance[:, 0] = S.stance[:, :n, :n]
     for k in range(h):
         actions = np.array([a[k] if k < len(a) else 0 for _, a, _ in windows for _ in range(draws)], np.int64)
         core.transition(actions)
         core.finish()
         fresh = np.repeat(np.array([m[k] if k < len(m) else np.zeros(n, bool) for _, _, m in windows]), draws, axis=0)
         readings[:, k + 1] = np.where(fresh, core.obs[:, :n], readings[:, k])
-        latent[:, k + 1] = core.D[:, :n]
-        pattern[:, k + 1] = core.I[:, _pattern_column()]
-        stance[:, k + 1] = core.G[:, :n, :n]
+        latent[:, k + 1] = S.distress[:, :n]
+        pattern[:, k + 1] = S.pattern
+        stance[:, k + 1] = S.stance[:, :n, :n]
     split = lambda a, w: a[w * draws : (w + 1) * draws]  # noqa: E731
     return [Replay(split(readings, w), split(latent, w), split(pattern, w), split(stance, w)) for w in range(len(windows))]
 
-
-def _pattern_column() -> int:
-    from rescue_env.core import I_PATTERN
-
-    return I_PATTERN
 
 
 #: Rows after a therapist move within which the addressed member's next annotation counts
