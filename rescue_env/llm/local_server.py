@@ -71,6 +71,28 @@ def server_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context"))
 
 
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity: a container's or ``taskset``'s share,
+    not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def launch_args(config: LocalServerConfig) -> list[str]:
+    """``llama_cpp.server`` flags of the threads, batch size and prompt cache of ``config``:
+    threads default to every core available (:func:`available_cores`)."""
+    threads = config.n_threads or available_cores()
+    args = [
+        "--n_threads", str(threads), "--n_threads_batch", str(config.n_threads_batch or threads),
+        "--n_batch", str(config.n_batch), "--n_ubatch", str(config.n_batch),
+    ]
+    if config.prompt_cache_mb > 0:
+        args += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(config.prompt_cache_mb << 20)]
+    return args
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -110,10 +132,7 @@ class LocalLLMServer:
             "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(self.config.n_ctx), "--verbose", "False",
         ]
-        if self.config.prompt_cache_mb > 0:
-            cmd += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(self.config.prompt_cache_mb << 20)]
-        if self.config.n_threads:
-            cmd += ["--n_threads", str(self.config.n_threads), "--n_threads_batch", str(self.config.n_threads)]
+        cmd += launch_args(self.config)
         fd, name = tempfile.mkstemp(prefix="rescue-local-llm-", suffix=".log")
         self.log_path = Path(name)
         with os.fdopen(fd, "wb") as out:
@@ -170,7 +189,7 @@ _servers_lock = threading.Lock()
 
 def shared_server(config: LocalServerConfig, alias: str) -> LocalLLMServer:
     """The process's running server for ``config`` and ``alias``, started on first use."""
-    key = (str(model_path(config)), alias, config.n_ctx, config.n_threads, config.prompt_cache_mb)
+    key = (str(model_path(config)), alias, config.n_ctx, *launch_args(config))
     with _servers_lock:
         server = _servers.get(key)
         if server is None or not server.running:
