@@ -20,6 +20,7 @@ capacity a bound on the memory the cache really uses.
 
 from __future__ import annotations
 
+import json
 import os
 import runpy
 import sys
@@ -65,6 +66,7 @@ def _report_timings() -> None:
         if isinstance(reply, dict) and timings is not None:
             reply["timings"] = dict(timings)
             reply.setdefault("usage", {})["prompt_tokens_details"] = {"cached_tokens": timings["cache_n"]}
+            print(f"reply timings: {json.dumps(timings)}", file=sys.stderr, flush=True)  # the server's log
         return reply
 
     Llama.generate = timed_generate  # type: ignore[method-assign]
