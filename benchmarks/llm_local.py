@@ -48,9 +48,10 @@ def record_requests() -> list[dict[str, Any]]:
     send = LLMClient._send
 
     async def recording(self: LLMClient, request: dict[str, Any], kind: str = "") -> Any:
+        reply = await send(self, request, kind)  # a request in a format the server refused is left out
         if kind:
             sent.append({"name": kind, **request})
-        return await send(self, request, kind)
+        return reply
 
     LLMClient._send = recording  # type: ignore[method-assign]
     return sent

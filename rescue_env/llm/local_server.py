@@ -82,11 +82,17 @@ def available_cores() -> int:
 
 def launch_args(config: LocalServerConfig) -> list[str]:
     """``llama_cpp.server`` flags of the threads, batch size and prompt cache of ``config``:
-    threads default to every core available (:func:`available_cores`)."""
+    threads default to every core available (:func:`available_cores`).
+
+    ``--logits_all False``: the server's default (True) keeps the logits of every prompt token,
+    which nothing here reads: it computes the output layer for each prompt token, and each
+    cached prompt state then holds a ``tokens × vocabulary`` copy (SmolLM2: 500 MB for a
+    2,600-token prompt), so a 1 GB cache kept two states and evicted the clients' between
+    their calls; without them a state is its KV cache plus one ``n_batch`` logits block."""
     threads = config.n_threads or available_cores()
     args = [
         "--n_threads", str(threads), "--n_threads_batch", str(config.n_threads_batch or threads),
-        "--n_batch", str(config.n_batch), "--n_ubatch", str(config.n_batch),
+        "--n_batch", str(config.n_batch), "--n_ubatch", str(config.n_batch), "--logits_all", "False",
     ]
     if config.prompt_cache_mb > 0:
         args += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(config.prompt_cache_mb << 20)]

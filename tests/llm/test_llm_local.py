@@ -126,6 +126,7 @@ def test_threads_default_to_the_cores_available_and_settings_override_them(monke
     flags = dict(zip(args[::2], args[1::2]))
     assert flags["--n_threads"] == flags["--n_threads_batch"] == "3"
     assert flags["--n_batch"] == flags["--n_ubatch"] == "128" and flags["--cache_size"] == str(1024 << 20)
+    assert flags["--logits_all"] == "False", "a cached prompt keeps one batch of logits, not one per token"
     args = local_server.launch_args(LocalServerConfig(n_threads=1, n_threads_batch=2, n_batch=64, prompt_cache_mb=0))
     flags = dict(zip(args[::2], args[1::2]))
     assert (flags["--n_threads"], flags["--n_threads_batch"], flags["--n_batch"]) == ("1", "2", "64") and "--cache" not in flags
