@@ -123,8 +123,8 @@ def table(usage: dict[str, Any], base: dict[str, Any], episodes: int) -> list[tu
         ("prompt evaluation tokens/s", f"{(evaluated or 0) / prompt_s:.1f}" if prompt_s else "-", f"{base['prompt_n'] / (base['prompt_ms'] / 1000):.1f}"),
         ("generation tokens/s", f"{gen_run:.1f}", f"{gen_raw:.1f}"),
         ("seconds in prompt evaluation / generation", f"{prompt_s:.1f} / {usage.get('completion_s') or 0:.1f}", f"{base['prompt_ms'] / 1000:.1f} / {base['predicted_ms'] / 1000:.1f}"),
-        ("wall s (run: the whole command)", f"{usage['command_wall_s']:.1f}", f"{base['wall_s']:.1f}"),
-        ("wall s per episode", f"{usage['command_wall_s'] / episodes:.1f}", f"{base['wall_s'] / episodes:.1f}"),
+        ("wall s (run: the whole command; raw: its calls)", f"{usage['command_wall_s']:.1f}", f"{base['wall_s']:.1f}"),
+        ("wall s per episode", f"{usage['command_wall_s'] / episodes:.1f}", f"{base['wall_s'] / episodes:.1f}" if base["calls"] == usage["calls"] else "-"),
     ]
 
 
