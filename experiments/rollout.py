@@ -317,6 +317,10 @@ USAGE_COLUMNS = [
     ("therapist_fallbacks", "therapist fallbacks to listening", "{:d}"),
     ("prompt_tokens", "prompt tokens", "{:d}"),
     ("completion_tokens", "completion tokens", "{:d}"),
+    ("evaluated_prompt_tokens", "prompt tokens evaluated (not found cached)", "{:d}"),
+    ("evaluated_prompt_share", "evaluated share of prompt tokens", "{:.0%}"),
+    ("prompt_eval_tokens_per_s", "server prompt evaluation (tokens/s)", "{:.1f}"),
+    ("generation_tokens_per_s", "server generation (tokens/s)", "{:.1f}"),
     ("cost", "cost", "{:.4f}"),
     ("latency_p50_s", "latency p50 (s)", "{:.3f}"),
     ("latency_p90_s", "latency p90 (s)", "{:.3f}"),
@@ -339,7 +343,10 @@ ROLE_COLUMNS = [
     ("failures", "failed"),
     ("trimmed", "transcript trimmed"),
     ("prompt_tokens", "prompt tokens"),
+    ("evaluated_prompt_tokens", "evaluated prompt tokens"),
+    ("prompt_s", "prompt s"),
     ("completion_tokens", "reply tokens"),
+    ("completion_s", "reply s"),
 ]
 
 
@@ -358,7 +365,12 @@ def role_rows(usage: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """Headers and rows of the per-role table (one row per kind of call: client turn,
     therapist move, annotator...): what a model gets right and wrong, role by role."""
     headers = ["LLM role", *(label for _, label in ROLE_COLUMNS)]
-    return headers, [[role, *(stats.get(key, 0) for key, _ in ROLE_COLUMNS)] for role, stats in usage.get("per_role", {}).items()]
+    return headers, [[role, *(_role_cell(stats.get(key, 0)) for key, _ in ROLE_COLUMNS)] for role, stats in usage.get("per_role", {}).items()]
+
+
+def _role_cell(value: Any) -> Any:
+    """A per-role figure as shown: seconds to 0.1, a figure the server did not report as '-'."""
+    return "-" if value is None else round(value, 1) if isinstance(value, float) else value
 
 
 def usage_html(usage: dict[str, Any]) -> str:

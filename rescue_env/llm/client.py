@@ -682,13 +682,7 @@ def _completion_fields(body: Any) -> tuple[str | None, Usage]:
     body = _json_body(body)  # a JSON body the server did not label application/json is text
     if body is None:
         return None, Usage()
-    reported = body.get("usage")
-    usage = Usage()
-    if isinstance(reported, dict):
-        try:
-            usage = Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0))
-        except (TypeError, ValueError):  # a malformed count costs the accounting, not the reply
-            usage = Usage()
+    usage = Usage.from_body(body)
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
         return None, usage

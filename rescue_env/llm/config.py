@@ -19,20 +19,34 @@ class LocalServerConfig:
     n_ctx: int = 8192
     """Context window in tokens (llama-cpp-python's server defaults to 2048; SmolLM2 was trained on 8192)."""
     n_threads: int | None = None
-    """CPU threads for generation; None: llama-cpp-python's default (half the cores)."""
+    """CPU threads for generation; None: every core this process may run on
+    (``os.sched_getaffinity``; llama-cpp-python's own default takes half the machine's)."""
+    n_threads_batch: int | None = None
+    """CPU threads for prompt evaluation; None: as ``n_threads``."""
+    n_batch: int = 128
+    """Prompt tokens evaluated per batch (also ``n_ubatch``). A prompt whose prefix is cached
+    has a few hundred new tokens, which 128 evaluate as fast as llama-cpp-python's 512 on a
+    CPU; and every cached prompt keeps a ``n_batch × vocabulary`` logits copy (SmolLM2: 25 MB
+    at 128, 100 MB at 512), so a smaller batch holds more prompts in ``prompt_cache_mb``."""
     prompt_cache_mb: int = 1024
-    """RAM for evaluated prompt prefixes (llama-cpp-python's ``--cache``; 0 turns it off): the
-    role prompts repeat across calls, and a prefix found there is not evaluated again. Each
-    cached prompt also holds a copy of the model's logits buffer (~100 MB for SmolLM2), which
-    llama-cpp-python 0.3 leaves out of its own size count, so its cache grew past 19 GB on a
-    7-step rollout; the embedded server counts it (:mod:`rescue_env.llm._serve_local`), which
-    holds the cache to this bound."""
+    """RAM for evaluated prompts (llama-cpp-python's ``--cache``; 0 turns it off). The server
+    evaluates one prompt at a time in one context; the cache keeps the state of each earlier
+    call (prompt and reply), and a call whose prompt extends one of them (the same client or
+    role one step later) evaluates only its new tokens. Size it to hold one state per client
+    and role in flight: a state takes the prompt's KV cache (SmolLM2: ~23 KB a token, ~70 MB
+    at 3,000 tokens) plus the logits copy (see ``n_batch``); 1024 MB holds ~10 states, enough
+    for a family's five clients, therapist and annotator in one episode (the server keeps no
+    per-token logits, :func:`~rescue_env.llm.local_server.launch_args`). The copy is counted
+    here although llama-cpp-python 0.3 leaves it out (its cache grew past 19 GB on a 7-step
+    rollout; :mod:`rescue_env.llm._serve_local`), so this bound holds."""
     startup_timeout_s: float = 180.0
     """How long to wait for the server to answer before giving up."""
 
     def __post_init__(self) -> None:
         check_range(self, "n_ctx", 256)
         check_range(self, "n_threads", 1, optional=True)
+        check_range(self, "n_threads_batch", 1, optional=True)
+        check_range(self, "n_batch", 1)
         check_range(self, "prompt_cache_mb", 0)
         check_range(self, "startup_timeout_s", 0.0, low_open=True)
 

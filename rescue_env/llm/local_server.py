@@ -88,6 +88,34 @@ def server_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context"))
 
 
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity: a container's or ``taskset``'s share,
+    not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def launch_args(config: LocalServerConfig) -> list[str]:
+    """``llama_cpp.server`` flags of the threads, batch size and prompt cache of ``config``:
+    threads default to every core available (:func:`available_cores`).
+
+    ``--logits_all False``: the server's default (True) keeps the logits of every prompt token,
+    which nothing here reads: it computes the output layer for each prompt token, and each
+    cached prompt state then holds a ``tokens × vocabulary`` copy (SmolLM2: 500 MB for a
+    2,600-token prompt), so a 1 GB cache kept two states and evicted the clients' between
+    their calls; without them a state is its KV cache plus one ``n_batch`` logits block."""
+    threads = config.n_threads or available_cores()
+    args = [
+        "--n_threads", str(threads), "--n_threads_batch", str(config.n_threads_batch or threads),
+        "--n_batch", str(config.n_batch), "--n_ubatch", str(config.n_batch), "--logits_all", "False",
+    ]
+    if config.prompt_cache_mb > 0:
+        args += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(config.prompt_cache_mb << 20)]
+    return args
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -127,10 +155,7 @@ class LocalLLMServer:
             "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(self.config.n_ctx), "--verbose", "False",
         ]
-        if self.config.prompt_cache_mb > 0:
-            cmd += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(self.config.prompt_cache_mb << 20)]
-        if self.config.n_threads:
-            cmd += ["--n_threads", str(self.config.n_threads), "--n_threads_batch", str(self.config.n_threads)]
+        cmd += launch_args(self.config)
         fd, name = tempfile.mkstemp(prefix="rescue-local-llm-", suffix=".log")
         self.log_path = Path(name)
         with os.fdopen(fd, "wb") as out:
@@ -204,7 +229,7 @@ _servers_lock = threading.Lock()
 def shared_server(config: LocalServerConfig, alias: str) -> LocalLLMServer:
     """The process's running server for ``config`` and ``alias``, started on first use; a
     server that could not start raises its :class:`LocalServerError` again without a retry."""
-    key = (config.model_path, alias, config.n_ctx, config.n_threads, config.prompt_cache_mb)
+    key = (str(model_path(config)), alias, config.n_ctx, *launch_args(config))
     with _servers_lock:
         if key in _failed:
             raise _failed[key]

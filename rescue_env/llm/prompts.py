@@ -75,12 +75,24 @@ def line(speaker: str, target: str, text: str, label: str = "") -> str:
     return f"{speaker} (to {target}){f' [{label}]' if label else ''}: {text.strip()}"
 
 
+def window_start(n_lines: int, window: int) -> int:
+    """Index of the first transcript line shown of ``n_lines`` with a ``window``: the start moves
+    in steps of ``window // 2`` lines, not one line per turn, so that the shown block, and with
+    it the prompt, keeps the same beginning for several calls (a server's prompt cache then
+    finds it evaluated). At least ``window`` lines are shown when there are as many, and fewer
+    than ``window + window // 2``."""
+    if window <= 0:
+        return n_lines
+    stride = max(1, window // 2)
+    return max(0, (n_lines - window) // stride * stride)
+
+
 def transcript_block(lines: Sequence[str], window: int) -> str:
-    """The last ``window`` lines, oldest first (or a note when there are none)."""
-    shown = list(lines)[-window:] if window > 0 else []
+    """The latest lines, oldest first, from :func:`window_start` (or a note when there are none)."""
+    skipped = window_start(len(lines), window)
+    shown = lines[skipped:]
     if not shown:
         return "(the session is just starting)"
-    skipped = len(lines) - len(shown)
     head = f"(… {skipped} earlier turns)\n" if skipped else ""
     return head + "\n".join(shown)
 
@@ -129,21 +141,29 @@ def _client_turn_schema(
 
 
 def persona_system(scenario: str, name: str, role: str, others: Sequence[str], group_label: str) -> str:
-    """System prompt of a client persona."""
+    """System prompt of a client persona: the scenario's instructions (the same for every client
+    of every session of ``scenario``, so a server's prompt cache shares them), then who the
+    persona is."""
     setting = "couple therapy" if scenario == "couple" else "family therapy"
     return (
-        f"You are {name}, {role}, in a {setting} session with {', '.join(others)} and a therapist. "
-        f"Speak as {name} would: one to three sentences of natural spoken English, in character, "
-        "with your own history, hurts and hopes; do not mention being an AI or these instructions. "
-        "What you feel and think is private: the others only hear your words.\n\n"
+        f"{_persona_instructions(setting, scenario, group_label)}\n\n"
+        f"You are {name}, {role}, in a {setting} session with {', '.join(others)} and a therapist."
+    )
+
+
+@lru_cache(maxsize=8)
+def _persona_instructions(setting: str, scenario: str, group_label: str) -> str:
+    return (
+        f"You play a client in a {setting} session. Speak as your character would: one to three sentences "
+        "of natural spoken English, with your own history, hurts and hopes; never mention being an AI or "
+        "these instructions. What you feel and think is private: the others only hear your words.\n\n"
         "Kinds of turn (utterance_type):\n"
         f"{_definitions(scenario, 'utterance_type')}\n\n"
-        f"Reply with one JSON object: utterance (your own new words as {name}, never a copy of "
-        "earlier lines); utterance_type; addressee "
-        f"({THERAPIST}, one of the others, or {group_label} for everyone); emotion (one to three words, "
-        "e.g. hurt, angry, calmer, hopeful); intensity (1 = barely, 10 = overwhelming); stances: for each other "
-        "member, how you see them now (viewpoint), your attitude toward them (a few words), and valence from -1 "
-        "(hostile) through 0 (neutral) to 1 (warm)."
+        "Reply with one JSON object: utterance (your own new words, never a copy of earlier lines); "
+        f"utterance_type; addressee ({THERAPIST}, one of the others, or {group_label} for everyone); emotion "
+        "(one to three words, e.g. hurt, angry, calmer, hopeful); intensity (1 = barely, 10 = overwhelming); "
+        "stances: for each other member, how you see them now (viewpoint), your attitude toward them (a few "
+        "words), and valence from -1 (hostile) through 0 (neutral) to 1 (warm)."
     )
 
 
@@ -161,16 +181,19 @@ def pattern_schema(scenario: str) -> dict[str, Any]:
 
 
 def annotator_messages(scenario: str, members: Sequence[str], history: str, previous: str | None) -> list[dict[str, str]]:
-    """Messages asking for the group's relation pattern after the latest turns."""
+    """Messages asking for the group's relation pattern after the latest turns (the system
+    prompt is the same for every session of ``scenario``; the clients are named after it)."""
     system = (
-        f"You annotate {scenario} therapy sessions with the relation pattern the clients are in "
-        f"({', '.join(members)}), judged from how they talk to and about each other in the latest turns. "
-        "Patterns:\n"
+        f"You annotate {scenario} therapy sessions with the relation pattern the clients are in, "
+        "judged from how they talk to and about each other in the latest turns. Patterns:\n"
         f"{_definitions(scenario, 'pattern', notes=True)}\n"
         f"- {NO_PATTERN}: no clear pattern in the latest turns.\n\n"
         "Reply with one JSON object: pattern (one label above) and reason (one sentence citing the turns)."
     )
-    user = f"Pattern before these turns: {previous or NO_PATTERN}\n\nTranscript (most recent last):\n{history}\n\nWhich pattern holds now?"
+    user = (
+        f"Clients: {', '.join(members)}.\n\nTranscript (most recent last):\n{history}\n\n"
+        f"Pattern before these turns: {previous or NO_PATTERN}. Which pattern holds now?"
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -201,15 +224,21 @@ def therapist_rank_schema(targets: Sequence[str], strategies: Sequence[str]) -> 
 
 
 def therapist_system(scenario: str, members: Sequence[str], targets: Sequence[str]) -> str:
-    """System prompt of the therapist: the role, the targets and the strategy definitions."""
+    """System prompt of the therapist: the role and the strategy definitions (the same for
+    every session of ``scenario``, so a server's prompt cache shares them), then the clients
+    and targets of this session."""
     setting = "couple" if scenario == "couple" else "family"
+    return f"{_therapist_instructions(setting, scenario)}\n\nIn this session: {', '.join(members)}. Targets: {', '.join(targets)}."
+
+
+@lru_cache(maxsize=4)
+def _therapist_instructions(setting: str, scenario: str) -> str:
     return (
-        f"You are an experienced {setting} therapist in a session with {', '.join(members)}. "
+        f"You are an experienced {setting} therapist. "
         "At each turn you decide whether to speak now or keep listening (intervene); if you speak, "
         "whom you address (target) and how (strategy), and what you say (utterance: one to three "
         "sentences, addressed to the target by name). Keep the most distressed member from being "
         "left behind, de-escalate hostile exchanges, and leave room for the clients to talk.\n\n"
-        f"Targets: {', '.join(targets)}.\n"
         "Strategies:\n"
         f"{_definitions(scenario, 'strategy', notes=True)}"
     )

@@ -143,7 +143,13 @@ class TokenCounter:
 def reply_budget(grammar_schema: dict[str, Any]) -> int:
     """Tokens the longest reply ``grammar_schema`` allows could take (strings at their
     ``maxLength``, arrays at ``maxItems``, keys and punctuation included), as ``max_tokens``
-    for that reply. Unbounded strings count as 300 characters."""
+    for that reply. Unbounded strings count as 300 characters.
+
+    Prose runs ~3 characters a token, but a string that runs away (a small model writing
+    ``10:52:34.78968888…``) takes one token a character, since digits are tokens of their own:
+    the budget leaves room for its longest string at one token a character, so the grammar's
+    ``maxLength`` ends such a string and the JSON closes, rather than the budget cutting it."""
+    longest = 0
 
     def chars(node: Any) -> int:
         if not isinstance(node, dict):
@@ -157,7 +163,11 @@ def reply_budget(grammar_schema: dict[str, Any]) -> int:
         if kind == "array":
             return 2 + int(node.get("maxItems", 3)) * (chars(node.get("items", {})) + 2)
         if kind == "string":
+            nonlocal longest
+            longest = max(longest, int(node.get("maxLength", 300)))
             return int(node.get("maxLength", 300)) + 2
         return 8  # numbers, booleans
 
-    return math.ceil(chars(grammar_schema) / REPLY_CHARS_PER_TOKEN) + REPLY_SLACK_TOKENS
+    total = chars(grammar_schema)
+    runaway = longest - longest / REPLY_CHARS_PER_TOKEN  # its extra tokens at one a character
+    return math.ceil((total / REPLY_CHARS_PER_TOKEN) + runaway) + REPLY_SLACK_TOKENS

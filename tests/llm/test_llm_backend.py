@@ -5,6 +5,7 @@ sync and async paths, and the therapist's moves, fallbacks and rankings."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import numpy as np
@@ -58,10 +59,17 @@ def scripted(**by_schema):
     return respond
 
 
+def persona_name(system: str) -> str:
+    """The persona a client turn's system prompt speaks as (``You are NAME, ...``)."""
+    found = re.search(r"You are ([^,.]+),", system)
+    assert found, system
+    return found.group(1)
+
+
 def client_reply(body, *, emotion="furious and hurt", intensity=8, valence=-0.7):
     """A client turn naming its speaker (from the system prompt) with a known self-report."""
     schema = body["response_format"]["json_schema"]["schema"]
-    speaker = body["messages"][0]["content"].split(",")[0].removeprefix("You are ")
+    speaker = persona_name(body["messages"][0]["content"])
     others = schema["properties"]["stances"]["items"]["properties"]["target"]["enum"]
     return {
         "utterance": f"{speaker} speaking.",
@@ -123,7 +131,7 @@ def test_personas_are_seeded_from_the_dialogue(serve, client_for, seeds, couple)
     env.step(0)
     request = server.chat_requests[0]
     system, user = request.body["messages"][0]["content"], request.body["messages"][1]["content"]
-    speaker = system.split(",")[0].removeprefix("You are ")
+    speaker = persona_name(system)
     assert speaker in couple.participants and "couple therapy" in system
     for info in label_info("couple", "utterance_type"):
         assert info.name in system
@@ -157,7 +165,7 @@ def test_addressed_speakers_answer_together_and_others_after_hearing_them(serve,
     apart = time.perf_counter() - t0
     assert apart >= 0.6
     second = server.chat_requests[-1].body["messages"]
-    assert second[0]["content"].startswith(f"You are {b}")
+    assert persona_name(second[0]["content"]) == b
     assert f"{a} (to {THERAPIST}): {a} speaking." in second[1]["content"]
 
 

@@ -111,8 +111,50 @@ def test_one_short_real_model_episode(tmp_path):
     for role, stats in roles.items():
         assert stats["valid_first_try"] == stats["calls"], (role, stats)
         assert stats["completion_tokens"] < 512 * stats["calls"], "each role asks for its own budget"
+        assert stats["completion_s"] > 0 and stats["evaluated_prompt_tokens"] is not None, "the server reports its timings"
+    # a role's next prompt extends its last one: the server finds most of each prompt evaluated
+    assert usage["evaluated_prompt_tokens"] < 0.7 * usage["prompt_tokens"], usage
     episode = json.loads((run_dir / "episodes.jsonl").read_text().splitlines()[0])
     assert not episode.get("failed") and len(episode["trace"]) >= 1
+
+
+def test_threads_default_to_the_cores_available_and_settings_override_them(monkeypatch):
+    from rescue_env.llm import local_server
+
+    monkeypatch.setattr(local_server.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    args = local_server.launch_args(LocalServerConfig())
+    flags = dict(zip(args[::2], args[1::2]))
+    assert flags["--n_threads"] == flags["--n_threads_batch"] == "3"
+    assert flags["--n_batch"] == flags["--n_ubatch"] == "128" and flags["--cache_size"] == str(1024 << 20)
+    assert flags["--logits_all"] == "False", "a cached prompt keeps one batch of logits, not one per token"
+    args = local_server.launch_args(LocalServerConfig(n_threads=1, n_threads_batch=2, n_batch=64, prompt_cache_mb=0))
+    flags = dict(zip(args[::2], args[1::2]))
+    assert (flags["--n_threads"], flags["--n_threads_batch"], flags["--n_batch"]) == ("1", "2", "64") and "--cache" not in flags
+
+
+@needs_local_model
+def test_the_chat_template_keeps_a_clients_prompt_a_prefix_of_its_next_one():
+    """Rendered by the model's own chat template and tokenizer, a client's prompt up to its
+    private state is a token prefix of the next step's prompt: the server's cache finds it."""
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from rescue_env.llm import prompts
+
+    vocab = Llama(str(default_model_path()), vocab_only=True, verbose=False)
+    template = Jinja2ChatFormatter(vocab.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token="<|im_start|>")
+    lines = [prompts.line("Ana" if i % 2 else "Ben", "Therapist", f"I said it {i} times already.") for i in range(10)]
+    system = {"role": "system", "content": prompts.persona_system("couple", "Ana", "the wife", ["Ben"], "Couple")}
+
+    def tokens(n: int, private: str) -> list[int]:
+        user = prompts.persona_user(prompts.transcript_block(lines[:n], 16), private, "It is your turn to speak.")
+        text = template(messages=[system, {"role": "user", "content": user}]).prompt
+        return vocab.tokenize(text.encode(), add_bos=False, special=True)
+
+    before, after = tokens(8, "calm"), tokens(10, "hurt, 7/10")
+    shared = Llama.longest_token_prefix(before, after)
+    stable = len(tokens(8, "")) - len(vocab.tokenize(b"\n\nYour private state before this turn:\n\n\nIt is your turn to speak.<|im_end|>\n<|im_start|>assistant\n", add_bos=False, special=True))
+    assert shared >= stable - 2 and shared > 0.8 * len(before)
 
 
 def test_a_missing_model_file_stops_the_command_with_one_line(tmp_path):

@@ -77,3 +77,12 @@ def test_reply_budgets_follow_the_role_schema():
     pattern = reply_budget(grammar_schema(prompts.pattern_schema("couple")))
     assert pattern < couple < family
     assert couple < 512, "a client turn does not need the config's 512 tokens"
+
+
+def test_a_runaway_string_is_ended_by_its_bound_before_the_budget():
+    """A string of digits takes one token a character: the budget still holds the longest
+    string at its maxLength and the rest of the reply, so the grammar closes the JSON."""
+    schema = grammar_schema(prompts.therapist_move_schema(["Ana", "Ben", "Ana & Ben"], ["validate", "reframe"]))
+    longest = max(p.get("maxLength", 0) for p in schema["properties"].values())
+    others = sum(p.get("maxLength", 12) for p in schema["properties"].values()) - longest
+    assert reply_budget(schema) >= longest + others / 3
