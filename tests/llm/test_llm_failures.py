@@ -152,11 +152,13 @@ def test_dns_and_tls_failures_are_named():
     import socket
     import ssl
 
+    import httpx
     import openai
 
     from rescue_env.llm.failures import describe_failure
 
-    request = None  # the SDK's errors only keep it
+    # the SDK's errors keep the request (newer SDKs read its headers to scrub them)
+    request = httpx.Request("POST", "https://example.invalid/v1/chat/completions")
 
     def wrapped(cause: BaseException) -> openai.APIConnectionError:
         try:
