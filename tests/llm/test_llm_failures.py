@@ -152,13 +152,17 @@ def test_dns_and_tls_failures_are_named():
     import socket
     import ssl
 
-    import httpx
+    import importlib
+    import importlib.util
+
     import openai
 
     from rescue_env.llm.failures import describe_failure
 
-    # the SDK's errors keep the request (newer SDKs read its headers to scrub them)
-    request = httpx.Request("POST", "https://example.invalid/v1/chat/completions")
+    # the SDK's errors keep the request (newer SDKs read its headers to scrub them); its HTTP
+    # library is httpx, or httpx2 in openai 3.x
+    http = next(importlib.import_module(m) for m in ("httpx2", "httpx") if importlib.util.find_spec(m))
+    request = http.Request("POST", "https://example.invalid/v1/chat/completions")
 
     def wrapped(cause: BaseException) -> openai.APIConnectionError:
         try:
