@@ -347,18 +347,9 @@ class LLMClient:
                 replies.append(await self.formats.call(send, self._probe))
                 self._remember_format()
                 data, repaired, error = _parse(replies[-1].text, validator)
-                for _ in range(self.config.reasks if error else 0):
+                if error and self.config.reasks:
                     reasked = True
-                    log.info("re-asking %s: %s", name, error)
-                    retry_messages = [
-                        *request["messages"],
-                        {"role": "assistant", "content": replies[-1].text or ""},
-                        {"role": "user", "content": _REASK.format(error=error)},
-                    ]
-                    replies.append(await self._send({**request, "messages": retry_messages}, name, usable))
-                    data, repaired, error = _parse(replies[-1].text, validator)
-                    if not error:
-                        break
+                    data, repaired, error = await self._reask(request, replies, error, name, usable, validator)
         except _CallFailed as exc:
             error, retries = exc.reason, exc.retries
         except FormatRejected as exc:
@@ -371,6 +362,26 @@ class LLMClient:
             name, tag, start, replies,
             data=data, error=error, repaired=repaired, reasked=reasked, failed_retries=retries, trimmed=trimmed,
         )
+
+    async def _reask(
+        self, request: dict[str, Any], replies: list[_Reply], error: str, name: str, usable: Any, validator: Any
+    ) -> tuple[Any, bool, str]:
+        """Ask again, up to ``llm.reasks`` times, after an answer that fails the schema (the
+        model's fault: server faults are retried in :meth:`_send`, not here). Appends each
+        reply to ``replies``; returns the last one's (data, repaired, error)."""
+        data, repaired = None, False
+        for _ in range(self.config.reasks):
+            log.info("re-asking %s: %s", name, error)
+            retry_messages = [
+                *request["messages"],
+                {"role": "assistant", "content": replies[-1].text or ""},
+                {"role": "user", "content": _REASK.format(error=error)},
+            ]
+            replies.append(await self._send({**request, "messages": retry_messages}, name, usable))
+            data, repaired, error = _parse(replies[-1].text, validator)
+            if not error:
+                break
+        return data, repaired, error
 
     async def _post(self, url: str, body: dict[str, Any]) -> Any:
         """POST ``body`` to ``url`` over this client's connection (the tokenizer endpoints)."""
