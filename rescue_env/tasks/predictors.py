@@ -460,7 +460,8 @@ class AgentPredictor(BasePredictor):
     """Any therapist agent through state extraction at the instance's row.
 
     ITP: ``p_speak`` of the state after the decision row, ``yes`` when above
-    ``threshold``. STP: the agent's top target options as target labels of the profile.
+    ``threshold`` (default: the agent's ``speak_threshold`` where it has one, e.g. the
+    behaviour prior's rate of speaking in its training data, else 0.5). STP: the agent's top target options as target labels of the profile.
     SSP: its top strategies. RPP: ``pattern_classifier`` on the prior rows and state
     (default :class:`CarryForwardPatternClassifier`, fitted on ``fit_dialogues`` or the
     evaluated dialogues). ER/VP: the carry-forward generator.
@@ -473,7 +474,7 @@ class AgentPredictor(BasePredictor):
         agent: Any,
         *,
         name: str | None = None,
-        threshold: float = 0.5,
+        threshold: float | None = None,
         pattern_classifier: PatternClassifier | None = None,
         fit_dialogues: Sequence[Dialogue] | None = None,
         generator: CarryForwardGenerator | None = None,
@@ -483,7 +484,7 @@ class AgentPredictor(BasePredictor):
         self._agents: dict[str, Any] = {}
         label = name or getattr(agent, "name", None) or "agent"
         self.name = f"agent:{label}"
-        self.threshold = float(threshold)
+        self.threshold = None if threshold is None else float(threshold)
         self.pattern_classifier = pattern_classifier
         self._fit_pc = pattern_classifier is None
         self.fit_dialogues = list(fit_dialogues) if fit_dialogues is not None else None
@@ -528,7 +529,8 @@ class AgentPredictor(BasePredictor):
         ranking = agent.rank(state, encoding)
         if task == "itp":
             p = float(ranking.p_speak)
-            return Prediction("yes" if p > self.threshold else "no", extra={"p_speak": round(p, 4)})
+            threshold = self.threshold if self.threshold is not None else float(getattr(agent, "speak_threshold", 0.5))
+            return Prediction("yes" if p > threshold else "no", extra={"p_speak": round(p, 4), "threshold": round(threshold, 4)})
         if task == "ssp":
             return Prediction(ranking.top_strategies(encoding, 3))
         # stp: target options as the profile's labels (dyads collapse in `released`)
