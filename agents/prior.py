@@ -63,8 +63,9 @@ VERSION = 1
 #: the floor every head's probability is mixed with (uniform share), so that
 #: ``log π_prior`` is finite for every valid action
 EPSILON = 0.01
-#: inverse L2 strength of each head: strong, as ~200 moves per scenario allow (chosen by
-#: the group k-fold of :func:`cross_validate` on the three real slices, 0.01-0.5 tried)
+#: inverse L2 strength of each head: strong, as ~200 moves per scenario allow (chosen by the
+#: group k-fold of :func:`cross_validate` on the three real slices among 0.01-0.5; choosing
+#: it inside every fit by nested group k-fold changed R@1 by < 1 point at 20x the fit time)
 DEFAULT_C = {"speak": 0.5, "target": 0.02, "strategy": 0.01}
 #: rows after which the position feature saturates
 POSITION_SCALE = 80.0
@@ -309,6 +310,7 @@ class Decisions:
     speak: list[int]  # 1/0 after a client row; -1 after a therapist row (not a speak decision)
     target: list[tuple[int, ...]]  # addressed slots of a therapist move; () when none
     strategy: list[int]  # strategy index of a therapist move; -1 when none
+    group: list[str]  # the couple or family (:func:`session_groups`)
 
 
 def real_decisions(dialogues: Sequence[Dialogue], scenario: str) -> Decisions:
@@ -316,10 +318,9 @@ def real_decisions(dialogues: Sequence[Dialogue], scenario: str) -> Decisions:
     therapist did at row k+1 (speak or not; whom, with which strategy, as the STP/SSP gold
     reads it: the first strategy item's target, else the row's)."""
     strat = {s: i for i, s in enumerate(strategies(scenario))}
-    out = Decisions([], [], [], [])
-    for d in dialogues:
-        if d.scenario != scenario:
-            continue
+    out = Decisions([], [], [], [], [])
+    mine = [d for d in dialogues if d.scenario == scenario]
+    for d, group in zip(mine, session_groups(mine)):
         tracker = StateTracker(d.scenario, d.participants)
         for k, row in enumerate(d.rows):
             if k > 0:
@@ -336,12 +337,60 @@ def real_decisions(dialogues: Sequence[Dialogue], scenario: str) -> Decisions:
                     out.speak.append(int(row.is_therapist) if prev_client else -1)
                     out.target.append(slots)
                     out.strategy.append(s)
+                    out.group.append(group)
             tracker.update(row)
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 # the prior
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+@dataclass
+class _Head:
+    """One head's training rows: features, labels, the couple/family of each row and, for the
+    target head, the decision each (decision, option) pair belongs to."""
+
+    X: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray
+    decision: np.ndarray | None
+
+    def fit(self, C: float, rows: np.ndarray | None = None) -> Linear:
+        rows = np.arange(len(self.y)) if rows is None else rows
+        y = self.y[rows]
+        if len(set(y.tolist())) < 2:
+            return _constant(self.X.shape[1], float(y[0]) if set(y.tolist()) <= {0, 1} else 0.5)
+        return Linear.fit(self.X[rows], y, C)
+
+    def out_of_group(self, C: float) -> np.ndarray:
+        """Probabilities of the binary head for each row from a fit without its group."""
+        p = np.zeros(len(self.y))
+        for g in np.unique(self.groups):
+            held = self.groups == g
+            p[held] = _sigmoid(self.fit(C, np.flatnonzero(~held)).logits(self.X[held])[:, 0])
+        return p
+
+
+def _target_pairs(dec: Decisions, move_idx: np.ndarray, scenario: str) -> _Head:
+    """The target head's rows: one per (decision, valid option), labelled 1 at the gold."""
+    Xs, ys, gs, ds = [], [], [], []
+    for size in sorted({dec.states[i].n for i in move_idx}):
+        rows = [int(i) for i in move_idx if dec.states[i].n == size]
+        enc = ActionEncoding(scenario, max(size, DEFAULT_MAX_MEMBERS[scenario]))
+        X, valid = option_features(batch_from_states([dec.states[i] for i in rows], enc.max_members), enc)
+        for r, i in enumerate(rows):
+            gold = enc.target_for_slots(dec.target[i], size)
+            for t in np.flatnonzero(valid[r]):
+                Xs.append(X[r, t])
+                ys.append(int(t == gold))
+                gs.append(dec.group[i])
+                ds.append(i)
+    return _Head(np.array(Xs), np.array(ys), np.array(gs), np.array(ds))
 
 
 class ScenarioPrior:
@@ -358,38 +407,39 @@ class ScenarioPrior:
 
     @classmethod
     def fit(cls, dialogues: Sequence[Dialogue], scenario: str, C: float | dict[str, float] | None = None) -> ScenarioPrior:
-        """Fit the three heads on ``scenario``'s decisions in ``dialogues``; ``C``: the inverse
-        L2 strength of every head, or per head (``{"speak": .., "target": .., "strategy": ..}``)."""
-        Cs = dict(DEFAULT_C) if C is None else C if isinstance(C, dict) else {"speak": C, "target": C, "strategy": C}
+        """Fit the three heads on ``scenario``'s decisions in ``dialogues``.
+
+        ``C`` (inverse L2 strength) for every head, or per head (``{"speak": .., "target": ..,
+        "strategy": ..}``); :data:`DEFAULT_C` by default. ITP's threshold is chosen on
+        leave-one-group-out predictions within ``dialogues`` (a couple's or family's sessions
+        leave together; in-sample ones when they hold one group).
+        """
         dec = real_decisions(dialogues, scenario)
-        speak_idx = [i for i, y in enumerate(dec.speak) if y >= 0]
-        move_idx = [i for i, s in enumerate(dec.target) if s]
-        strat_idx = [i for i, s in enumerate(dec.strategy) if s >= 0]
-        if not speak_idx or not move_idx or not strat_idx:
+        speak_idx = np.array([i for i, y in enumerate(dec.speak) if y >= 0], int)
+        move_idx = np.array([i for i, (t, s) in enumerate(zip(dec.target, dec.strategy)) if t and s >= 0], int)
+        if not len(speak_idx) or not len(move_idx):
             raise ValueError(f"no {scenario} therapist move to fit the behaviour prior on; give dialogues with {scenario} sessions (data.path or agent.fit_data)")
         cap = max(max(st.n for st in dec.states), DEFAULT_MAX_MEMBERS[scenario])
-        batch = batch_from_states(dec.states, cap)
         n_pat = len(patterns(scenario))
-        Xg = group_features(batch, n_pat)
-        y_speak = np.array([dec.speak[i] for i in speak_idx])
-        speak = Linear.fit(Xg[speak_idx], y_speak, Cs["speak"]) if len(set(y_speak)) > 1 else _constant(Xg.shape[1], float(y_speak[0]))
-        strategy = Linear.fit(strategy_view(Xg, n_pat)[strat_idx], np.array([dec.strategy[i] for i in strat_idx]), Cs["strategy"])
-        # targets: (decision, option) pairs, option = the gold's target option in the group's encoding
-        Xs, ys = [], []
-        for size in sorted({dec.states[i].n for i in move_idx}):
-            rows = [i for i in move_idx if dec.states[i].n == size]
-            enc = ActionEncoding(scenario, max(size, DEFAULT_MAX_MEMBERS[scenario]))
-            sub = batch_from_states([dec.states[i] for i in rows], enc.max_members)
-            X, valid = option_features(sub, enc)
-            for r, i in enumerate(rows):
-                gold = enc.target_for_slots(dec.target[i], size)
-                for t in np.flatnonzero(valid[r]):
-                    Xs.append(X[r, t])
-                    ys.append(int(t == gold))
-        target = Linear.fit(np.array(Xs), np.array(ys), Cs["target"])
-        counts = {"speak_decisions": len(speak_idx), "moves": len(move_idx), "strategies": len(strat_idx)}
-        p_fit = 1.0 / (1.0 + np.exp(-speak.logits(Xg[speak_idx])[:, 0]))
-        return cls(scenario, speak, target, strategy, balanced_f1_threshold(p_fit, y_speak), counts)
+        Xg = group_features(batch_from_states(dec.states, cap), n_pat)
+        groups = np.array(dec.group)
+        y_speak = np.array(dec.speak)[speak_idx]
+        heads = {
+            "speak": _Head(Xg[speak_idx], y_speak, groups[speak_idx], None),
+            "strategy": _Head(strategy_view(Xg, n_pat)[move_idx], np.array(dec.strategy)[move_idx], groups[move_idx], None),
+            "target": _target_pairs(dec, move_idx, scenario),
+        }
+        fixed = {} if C is None else C if isinstance(C, dict) else {h: C for h in heads}
+        fitted: dict[str, Linear] = {}
+        oof_speak = None
+        for name, head in heads.items():
+            c = fixed.get(name, DEFAULT_C[name])
+            fitted[name] = head.fit(c)
+            if name == "speak" and len(set(head.groups)) > 1 and len(set(y_speak)) > 1:
+                oof_speak = head.out_of_group(c)
+        p_threshold = oof_speak if oof_speak is not None else _sigmoid(fitted["speak"].logits(Xg[speak_idx])[:, 0])
+        counts = {"speak_decisions": int(len(speak_idx)), "moves": int(len(move_idx))}
+        return cls(scenario, fitted["speak"], fitted["target"], fitted["strategy"], balanced_f1_threshold(p_threshold, y_speak), counts)
 
     def heads(self, batch: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(p_speak[B], p_target[B, T], p_strategy[B, S])`` (targets over valid options)."""
