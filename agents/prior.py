@@ -148,6 +148,10 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
         pat[b] = pats.get(st.pattern, len(pats)) if st.pattern else len(pats)
         index = {m: i for i, m in enumerate(st.members)}
         t = turn[b]
+        if not st.last_utterance_type:  # no transcript turn (a simulated state): unknown
+            t[:] = np.nan
+            mt[b] = np.nan
+            continue
         t[0] = st.last_speaker == THERAPIST
         t[1 + utt.get(st.last_utterance_type, len(utt))] = 1.0
         o = 2 + len(utt)

@@ -114,6 +114,10 @@ class AgentConfig:
     name: Optional[str] = None
     #: path of a trained SB3 policy (.zip) for ppo / maskable_ppo
     policy: Optional[str] = None
+    #: imitation: a saved behaviour prior (.json; agents/prior.py) instead of fitting one
+    prior: Optional[str] = None
+    #: imitation: the dialogues its behaviour prior is fitted on (null: the run's data)
+    fit_data: Any = None
     #: use the policy's most likely action (true) or sample it
     deterministic: bool = True
     #: llm: transcript rows the LLM therapist sees (the most recent)

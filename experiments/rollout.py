@@ -131,7 +131,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
                     continue
                 agent = make_agent(
                     name, scenario, encoding=env.encoding, seed=cfg.seed, imitation_data=imitation_data,
-                    policy=policy, deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
+                    policy=policy, prior=cfg.agent.prior, deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
                 )
                 for d in env.dialogues:
                     for e in range(cfg.episodes):
