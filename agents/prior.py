@@ -148,7 +148,7 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
         pat[b] = pats.get(st.pattern, len(pats)) if st.pattern else len(pats)
         index = {m: i for i, m in enumerate(st.members)}
         t = turn[b]
-        if not st.last_utterance_type:  # no transcript turn (a simulated state): unknown
+        if st.last_client is None:  # no transcript turn (a simulated state): unknown
             t[:] = np.nan
             mt[b] = np.nan
             continue

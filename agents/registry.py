@@ -32,7 +32,7 @@ def make_agent(
     ``policy`` is a trained SB3 ``.zip`` for ``ppo`` / ``maskable_ppo`` / ``trained``;
     ``llm`` takes ``client=`` (an :class:`rescue_env.llm.LLMClient`) among ``kwargs``.
     """
-    encoding = encoding or ActionEncoding(scenario)
+    given, encoding = encoding, encoding or ActionEncoding(scenario)
     if name == "never":
         from agents.simple import NeverAgent
 
@@ -64,7 +64,8 @@ def make_agent(
         if not policy:
             raise ValueError(f"agent {name!r} needs a trained policy file: set agent.policy=PATH.zip (or policy=PATH.zip for rollout)")
         model = load_policy(policy, None if name == "trained" else name)
-        return SB3Agent(model, scenario, encoding, deterministic=deterministic, name=name, horizon=horizon)
+        # without an env's encoding the policy's own (its group cap) is used
+        return SB3Agent(model, scenario, given, deterministic=deterministic, name=name, horizon=horizon)
     if name == "llm":
         try:
             from agents.llm import LLMTherapist
