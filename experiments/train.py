@@ -41,7 +41,7 @@ from agents.sb3 import SB3Agent, algo_class
 from experiments import tracking
 from experiments.common import load_playable, run_dir
 from experiments.config import env_config, register_configs, reward_config
-from experiments.errors import user_errors
+from experiments.errors import ConfigError, user_errors
 from rescue_env.atomic import atomic_write_text
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
@@ -237,7 +237,7 @@ def grounded(cfg: DictConfig) -> bool:
     p = cfg.prior
     on = p.coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
     if on and cfg.algo != "maskable_ppo":
-        raise ValueError(f"prior.coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
+        raise ConfigError(f"prior.coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
     return on
 
 
