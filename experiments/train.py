@@ -14,6 +14,12 @@ Examples::
     rescue train env=couple total_timesteps=150000 seed=1
     rescue train -m reward.lam=0,0.5,1 seed=0,1,2          # joblib launcher, 2 jobs at a time
     rescue train resume=outputs/train/.../checkpoints/rl_model_40000_steps.zip
+    rescue train experiment=grounded data.path=[...] env.max_members=3   # grounded in real moves
+
+``experiment=grounded`` (the ``prior`` settings; :mod:`agents.grounded`) adds, after the model
+is built: the behaviour prior (fitted on the training dialogues or read from ``prior.path``),
+behaviour cloning on the real moves, the KL penalty, and in ``metrics.json`` the agreement with
+real therapists on the held-out real dialogues beside the σ* margin over the heuristic.
 """
 
 from __future__ import annotations
