@@ -27,7 +27,7 @@ def plot_frontier(result: dict[str, Any], path: Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     for ax, metric, label in zip(axes, ("stp_r1", "ssp_r1"), ("STP R@1 % (whom)", "SSP R@1 % (which strategy)")):
         pts = sorted(rows, key=lambda r: r[metric])
-        ax.plot([r[metric] for r in pts], [r["delta_mean"] for r in pts], "o-", color="tab:blue", label="policy")
+        ax.plot([r[metric] for r in pts], [r["delta_mean"] for r in pts], "o", color="tab:blue", label="policy")
         for r in pts:
             ax.annotate(" ".join(f"{k.split('.')[-1]}={r[k]}" for k in by), (r[metric], r["delta_mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         if prior:
