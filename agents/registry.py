@@ -20,18 +20,22 @@ def make_agent(
     seed: int | None = None,
     imitation_data: Sequence[Dialogue] | None = None,
     policy: str | None = None,
+    prior: str | None = None,
+    fit_data: Any = None,
     deterministic: bool = True,
     horizon: int = 30,
     **kwargs: Any,
 ):
     """An agent of the :class:`~agents.base.TherapistAgent` protocol.
 
-    ``imitation_data`` feeds the imitation prior (the bundled seeds when ``None``);
+    ``imitation``: the behaviour prior (:mod:`agents.prior`) read from the file ``prior``,
+    else fitted on ``imitation_data`` (dialogues), else on ``fit_data`` (any form
+    ``data.path`` takes), else on the bundled seeds;
     ``policy`` is a trained SB3 ``.zip`` for ``ppo`` / ``maskable_ppo`` / ``policy`` (its
     algorithm read from the file; ``trained`` is its deprecated name);
     ``llm`` takes ``client=`` (an :class:`rescue_env.llm.LLMClient`) among ``kwargs``.
     """
-    encoding = encoding or ActionEncoding(scenario)
+    given, encoding = encoding, encoding or ActionEncoding(scenario)
     if name in DEPRECATED_NAMES:
         import warnings
 
@@ -50,18 +54,26 @@ def make_agent(
 
         return HeuristicAgent(scenario, encoding, **kwargs)
     if name == "imitation":
-        from agents.imitation import fitted_imitation
-        from rescue_env.data import load_dialogues
+        from agents.prior import BehaviourPrior, PriorAgent
 
-        data = imitation_data if imitation_data is not None else load_dialogues()
-        return fitted_imitation(scenario, data, encoding, seed=seed, **kwargs)
+        if prior:
+            model = BehaviourPrior.load(prior)
+        else:
+            from rescue_env.data import load_dialogues
+
+            if imitation_data is None:
+                imitation_data = load_dialogues(fit_data) if fit_data else load_dialogues()
+            model = BehaviourPrior.fit(imitation_data, [scenario])
+        # it samples its moves (a behaviour policy); its rank() is what the tasks score
+        return PriorAgent(model, scenario, encoding, seed=seed)
     if name in ("ppo", "maskable_ppo", "policy"):
         from agents.sb3 import SB3Agent, load_policy
 
         if not policy:
             raise ValueError(f"agent {name!r} needs a trained policy file: set agent.policy=PATH.zip (or policy=PATH.zip for rollout)")
         model = load_policy(policy, None if name == "policy" else name)
-        return SB3Agent(model, scenario, encoding, deterministic=deterministic, name=name, horizon=horizon)
+        # without an env's encoding the policy's own (its group cap) is used
+        return SB3Agent(model, scenario, given, deterministic=deterministic, name=name, horizon=horizon)
     if name == "llm":
         try:
             from agents.llm import LLMTherapist

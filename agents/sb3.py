@@ -17,15 +17,25 @@ from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import patterns
 
 
+def policy_encoding(model: Any, scenario: str | None = None) -> ActionEncoding | None:
+    """The action encoding a trained policy acts in, read from its action count (each
+    scenario and group cap has its own count, so the count names both; this is the
+    ``env.max_members`` of the run that trained it). ``None`` when no encoding of
+    ``scenario`` (of either scenario when ``None``) has that count."""
+    n = getattr(model.action_space, "n", None)
+    for scn in (scenario,) if scenario else ("couple", "family"):
+        caps = range(2, 4) if scn == "couple" else range(2, 9)
+        for cap in caps:
+            enc = ActionEncoding(scn, cap)
+            if enc.n_actions == n:
+                return enc
+    return None
+
+
 def policy_scenario(model: Any) -> str | None:
     """The scenario a trained policy acts in, from its action count (None if unknown)."""
-    from rescue_env.taxonomy.actions import ActionEncoding
-
-    n = getattr(model.action_space, "n", None)
-    for scenario in ("couple", "family"):
-        if n == ActionEncoding(scenario).n_actions:
-            return scenario
-    return None
+    enc = policy_encoding(model)
+    return enc.scenario if enc is not None else None
 
 
 from agents.algos import ALGOS, UNSUPPORTED_ALGOS, check_algo  # noqa: E402,F401  (re-exported)
@@ -69,7 +79,15 @@ class SB3Agent:
     def __init__(self, model: Any, scenario: str, encoding: ActionEncoding | None = None, *, deterministic: bool = True, name: str = "policy", horizon: int = 30):
         self.model = model
         self.scenario = scenario
-        self.encoding = encoding or ActionEncoding(scenario)
+        own = policy_encoding(model, scenario)
+        if own is None:
+            other = policy_scenario(model)
+            what = f"a {other} policy" if other else f"a policy of {getattr(model.action_space, 'n', '?')} actions"
+            raise ValueError(f"this is {what}; it cannot act in the {scenario} scenario (train one with env={scenario})")
+        if encoding is not None and encoding.n_actions != own.n_actions:
+            raise ValueError(f"policy acts on {own.n_actions} actions (groups of at most {own.max_members}), the env has {encoding.n_actions}: set env.max_members={own.max_members} as in the run that trained it")
+        #: the encoding the policy acts in (its group cap: ``env.max_members`` of its run)
+        self.encoding = own
         self.deterministic = deterministic
         self.name = name
         self.maskable = type(model).__name__ == "MaskablePPO"
@@ -77,10 +95,7 @@ class SB3Agent:
         space = model.observation_space
         self.flat = isinstance(space, gym_spaces.Box)
         if self.flat and space.shape != self.observer.flat_space.shape:
-            raise ValueError(f"policy takes observations of shape {space.shape}, the {scenario} env gives {self.observer.flat_space.shape}: trained on another scenario or group cap?")
-        expected = self.encoding.n_actions
-        if getattr(model.action_space, "n", expected) != expected:
-            raise ValueError(f"policy has {model.action_space.n} actions, the {scenario} env has {expected}: trained on another scenario or group cap?")
+            raise ValueError(f"policy takes observations of shape {space.shape}, the {scenario} env with groups of at most {own.max_members} gives {self.observer.flat_space.shape}: trained with another observation layout; retrain it")
 
     def reset(self, *, seed: int | None = None) -> None:
         pass
@@ -133,7 +148,18 @@ class SB3Agent:
         return probs / probs.sum()
 
     def rank(self, state: GroupState, encoding: ActionEncoding) -> Ranking:
+        """Speak probability, targets and strategies in ``state``, on ``encoding``'s target
+        options (the policy may have a larger cap: a policy trained on groups of up to three
+        ranks a couple of two; each of its options maps to the option addressing the same
+        members). ``ValueError`` when the group is larger than the policy's cap."""
+        if state.n > self.encoding.max_members:
+            raise ValueError(f"the policy sees groups of at most {self.encoding.max_members} members; this {state.scenario} has {state.n}")
         obs = self.observer.observe_state(state)
-        probs = self.action_probs(obs, encoding.mask(state.n))
-        p_speak, tp, sp = encoding.marginals(probs)
+        probs = self.action_probs(obs, self.encoding.mask(state.n))
+        p_speak, tp_own, sp = self.encoding.marginals(probs)
+        if encoding.n_targets == self.encoding.n_targets:
+            return Ranking(p_speak, tp_own, sp)
+        tp = np.zeros(encoding.n_targets)
+        for t in np.flatnonzero(self.encoding.target_mask(state.n)):
+            tp[encoding.target_for_slots(self.encoding.target_slots(int(t), state.n), state.n)] += tp_own[t]
         return Ranking(p_speak, tp, sp)

@@ -116,6 +116,10 @@ class AgentConfig:
     name: Optional[str] = None
     #: path of a trained SB3 policy (.zip) for ppo / maskable_ppo
     policy: Optional[str] = None
+    #: imitation: a saved behaviour prior (.json; agents/prior.py) instead of fitting one
+    prior: Optional[str] = None
+    #: imitation: the dialogues its behaviour prior is fitted on (null: the run's data)
+    fit_data: Any = None
     #: use the policy's most likely action (true) or sample it
     deterministic: bool = True
     #: llm: transcript rows the LLM therapist sees (the most recent)
@@ -199,6 +203,25 @@ class RolloutConfig:
 
 
 @dataclass
+class PriorSettings:
+    """``rescue train``: grounding in real therapists' moves (``agents/grounded.py``)."""
+
+    #: weight of KL(π ‖ π_prior) in PPO's loss (0: none)
+    coef: float = 0.0
+    #: a saved behaviour prior (.json); null: fitted on the training dialogues
+    path: Optional[str] = None
+    #: epochs of behaviour cloning on the training dialogues' real moves before PPO (0: none)
+    bc_epochs: int = 0
+    #: score the policy's agreement with real therapists (ITP F1, STP/SSP R@1) on the
+    #: held-out dialogues, beside the prior's and the majority baseline's
+    agreement: bool = False
+
+    def __post_init__(self) -> None:
+        check_range(self, "coef", 0)
+        check_range(self, "bc_epochs", 0)
+
+
+@dataclass
 class TrainConfig:
     """``rescue train``: an SB3 policy on one scenario."""
 
@@ -235,6 +258,8 @@ class TrainConfig:
     #: show SB3's progress bar (off in sweeps, whose jobs run side by side)
     progress: bool = True
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    #: behaviour-regularised training (experiment=grounded)
+    prior: PriorSettings = field(default_factory=PriorSettings)
 
     def __post_init__(self) -> None:
         try:

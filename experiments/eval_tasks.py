@@ -74,14 +74,20 @@ def make_agent_factory(name: str, settings: dict[str, Any]):
     return lambda scenario: make_agent(name, scenario, **settings)
 
 
-def build_predictor(cfg: DictConfig, fit_dialogues: list[Dialogue] | None) -> Any:
-    """The predictor named by ``cfg.predictor``; ``ValueError`` lists the choices."""
+def build_predictor(cfg: DictConfig, fit_dialogues: list[Dialogue] | None, dialogues: list[Dialogue] | None = None) -> Any:
+    """The predictor named by ``cfg.predictor``; ``ValueError`` lists the choices.
+
+    ``fit_dialogues`` (``fit_data``) fit the baselines and the imitation agent's behaviour
+    prior (unless ``agent.prior`` names a saved one or ``agent.fit_data`` other data); without
+    them they fit on ``dialogues``, the evaluated data, as the majority baseline does."""
     kind = str(cfg.predictor).strip().lower()
     if kind in BASELINES:
         return make_baseline(kind, seed=int(cfg.seed), fit_dialogues=fit_dialogues)
     if kind == "agent":
         name, settings = _agent_settings(cfg)
         settings.setdefault("seed", int(cfg.seed))
+        if name == "imitation" and not settings.get("prior") and not settings.get("fit_data"):
+            settings["imitation_data"] = fit_dialogues if fit_dialogues is not None else dialogues
         if name == "llm":  # the LLM therapist talks to the server of the `llm` group
             settings["client"] = make_llm_client(cfg.llm)
         return AgentPredictor(make_agent_factory(name, settings), name=name, fit_dialogues=fit_dialogues)
@@ -119,7 +125,7 @@ def main(cfg: DictConfig) -> None:
         torch.set_num_threads(int(cfg.torch_threads))
     dialogues = load_dialogues(cfg.data.path, strict=bool(cfg.data.get("strict", False)))
     fit = load_dialogues(cfg.fit_data) if cfg.get("fit_data") else None
-    predictor = build_predictor(cfg, fit)
+    predictor = build_predictor(cfg, fit, dialogues)
     judge = build_judge(cfg, predictor)
     print(f"eval-tasks: {len(dialogues)} dialogues from {describe_data_path(cfg.data.path)}; predictor {predictor.name}; profile {cfg.profile}; out {out_dir}")
     run_tasks(

@@ -192,8 +192,10 @@ def agent_factory(cfg: DictConfig, imitation_data: list, client: Any) -> Callabl
             return make_agent("llm", scenario, encoding=env.encoding, client=client, window=cfg.agent.window, show_state=cfg.agent.show_state)
         if (scenario, name) not in prototypes:
             prototypes[scenario, name] = make_agent(
-                name, scenario, encoding=env.encoding, seed=cfg.seed, imitation_data=imitation_data,
-                policy=policies[name], deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
+                name, scenario, encoding=env.encoding, seed=cfg.seed, policy=policies[name], prior=cfg.agent.prior,
+                # the behaviour prior fits on agent.fit_data where given, else on the run's data
+                imitation_data=None if cfg.agent.fit_data else imitation_data, fit_data=cfg.agent.fit_data,
+                deterministic=cfg.agent.deterministic, horizon=cfg.env.horizon,
             )
         return copy.deepcopy(prototypes[scenario, name])
 

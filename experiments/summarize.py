@@ -54,6 +54,9 @@ from rescue_env.rollout import mean_ci
 
 log = logging.getLogger(__name__)
 
+#: agreement with real therapists (held-out real dialogues, %) shown beside σ*
+AGREEMENT = {"itp_f1": "real ITP\nF1 %", "stp_r1": "real STP\nR@1 %", "ssp_r1": "real SSP\nR@1 %"}
+
 #: Override keys that name a seed (jobs differing only in these are one group).
 SEED_KEYS = ("seed",)
 
@@ -74,6 +77,8 @@ class Job:
     #: episodes of this job (all agents) and how many of them failed
     episodes: int = 0
     failed: int = 0
+    #: predictor -> agreement with real therapists (``rescue train`` with prior.agreement)
+    agreement: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def _overrides(run: Path) -> dict[str, str]:
@@ -110,6 +115,7 @@ def read_job(run: Path) -> Job:
             job.scores[agent] = float(fig["sigma_return_mean"])
             if fig.get("paired_vs_heuristic") and fig["paired_vs_heuristic"].get("mean") is not None:
                 job.deltas[agent] = float(fig["paired_vs_heuristic"]["mean"])
+        job.agreement = {k: v for k, v in (m.get("real_agreement") or {}).items() if isinstance(v, dict) and k != "dialogues"}
     elif "agents" in m:
         job.kind, job.reference = "rollout", m.get("compare_to")
         for agent, fig in m["agents"].items():
@@ -222,6 +228,13 @@ def summarize(
             row = {**dict(zip(by, key)), "agent": agent, "seeds": len(values), "mean": mean, "ci95": half,
                    "reference": members[0].reference, "delta_mean": d_mean, "delta_ci95": d_half, "delta_seeds": len(deltas),
                    "failed": sum(j.failed for j in members), "jobs_left_out": left_out[key], "values": values}
+            # the second axis of a grounded run: agreement with real therapists (the policy's
+            # own; the imitation agent's is the behaviour prior's)
+            source = {"policy": "policy", "imitation": "prior"}.get(agent)
+            for metric in AGREEMENT:
+                vals = [j.agreement[source][metric] for j in members if source and source in j.agreement]
+                if vals:
+                    row[metric] = float(np.mean(vals))
             rows.append(row)
             matrices[str(len(rows) - 1)] = np.asarray(values, dtype=float)[:, None]  # (seeds, 1 task)
     for i, (point, low, high) in iqm_intervals(matrices, reps).items():
@@ -245,6 +258,8 @@ def table_rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     faults = any(r.get("failed") or r.get("jobs_left_out") for r in result["rows"])
     if faults:
         headers.append("failed eps /\njobs left out")
+    shown = [m for m in AGREEMENT if any(m in r for r in result["rows"])]
+    headers += [AGREEMENT[m] for m in shown]
     out = []
     for r in result["rows"]:
         iqm = f"{r['iqm']:.2f}" + ("" if math.isnan(r["iqm_ci_low"]) else f" [{r['iqm_ci_low']:.2f}, {r['iqm_ci_high']:.2f}]")
@@ -253,6 +268,7 @@ def table_rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             row.append("reference" if r["agent"] == ref else ("-" if not r["delta_seeds"] else _pm(r["delta_mean"], r["delta_ci95"], signed=True)))
         if faults:
             row.append(f"{r.get('failed', 0)} / {r.get('jobs_left_out', 0)}")
+        row += [f"{r[m]:.1f}" if m in r else "" for m in shown]
         out.append(row)
     return headers, out
 
@@ -266,7 +282,7 @@ def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, pl
     """``summary.csv``, ``summary.json``, ``jobs.csv`` and ``summary.png`` into ``root``."""
     by = result["group_by"]
     fields = [*by, "agent", "seeds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds",
-              "failed", "jobs_left_out"]
+              "failed", "jobs_left_out", *AGREEMENT]
     with atomic_open(root / "summary.csv", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
@@ -283,6 +299,10 @@ def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, pl
             writer.writerow([path, j.kind, j.status, j.episodes, j.failed, path in pooled_paths, *(j.overrides.get(k, "") for k in keys)])
     if plot and result["rows"]:
         plot_summary(result, root / "summary.png")
+        if any("stp_r1" in r for r in result["rows"]):
+            from experiments.frontier import plot_frontier
+
+            plot_frontier(result, root / "frontier.png")
 
 
 def plot_summary(result: dict[str, Any], path: Path) -> Path:

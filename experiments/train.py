@@ -14,6 +14,12 @@ Examples::
     rescue train env=couple total_timesteps=150000 seed=1
     rescue train -m reward.lam=0,0.5,1 seed=0,1,2          # joblib launcher, 2 jobs at a time
     rescue train resume=outputs/train/.../checkpoints/rl_model_40000_steps.zip
+    rescue train experiment=grounded data.path=[...] env.max_members=3   # grounded in real moves
+
+``experiment=grounded`` (the ``prior`` settings; :mod:`agents.grounded`) adds, after the model
+is built: the behaviour prior (fitted on the training dialogues or read from ``prior.path``),
+behaviour cloning on the real moves, the KL penalty, and in ``metrics.json`` the agreement with
+real therapists on the held-out real dialogues beside the σ* margin over the heuristic.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from agents.sb3 import SB3Agent, algo_class
 from experiments import tracking
 from experiments.common import load_playable, run_dir
 from experiments.config import env_config, register_configs, reward_config
-from experiments.errors import user_errors
+from experiments.errors import ConfigError, user_errors
 from rescue_env.atomic import atomic_write_text
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
@@ -75,13 +81,27 @@ class NamespacedTensorBoard(KVWriter):
 
 
 def split_dialogues(dialogues: list, holdout: float) -> tuple[list, list]:
-    """(train, held-out) split of one scenario's dialogues, fixed across training seeds."""
-    order = np.random.default_rng(12345).permutation(len(dialogues))
+    """(train, held-out) split of one scenario's dialogues, fixed across training seeds.
+
+    Whole couples or families are held out (:func:`agents.prior.session_groups`: a group's
+    sessions leave together), in a fixed random order, until ``holdout`` of the dialogues
+    are; with a single group, single dialogues are."""
+    from agents.prior import session_groups
+
+    groups = session_groups(dialogues)
+    names = list(dict.fromkeys(groups)) if len(set(groups)) > 1 else [str(i) for i in range(len(dialogues))]
+    if len(set(groups)) <= 1:
+        groups = names
+    order = np.random.default_rng(12345).permutation(len(names))
     n_eval = max(1, int(round(holdout * len(dialogues)))) if len(dialogues) > 1 else 0
-    held = {int(i) for i in order[:n_eval]}
-    train = [d for i, d in enumerate(dialogues) if i not in held]
-    evaluation = [d for i, d in enumerate(dialogues) if i in held] or train
-    return train, evaluation
+    held: set[str] = set()
+    for i in order:
+        if sum(g in held for g in groups) >= n_eval:
+            break
+        held.add(names[int(i)])
+    train = [d for d, g in zip(dialogues, groups) if g not in held]
+    evaluation = [d for d, g in zip(dialogues, groups) if g in held] or train
+    return (train or evaluation), evaluation
 
 
 def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
@@ -205,11 +225,106 @@ def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
         return model
     common = dict(learning_rate=cfg.learning_rate, gamma=cfg.gamma, policy_kwargs={"net_arch": list(cfg.net_arch)}, seed=cfg.seed, device="cpu", verbose=0)
     if cfg.algo in ("maskable_ppo", "ppo"):
-        return cls("MlpPolicy", vec_env, n_steps=cfg.n_steps, batch_size=cfg.batch_size, ent_coef=cfg.ent_coef, **common)
+        policy = "MlpPolicy"
+        if grounded(cfg):
+            from agents.grounded import PriorRegularisedPolicy
+
+            policy = PriorRegularisedPolicy
+        return cls(policy, vec_env, n_steps=cfg.n_steps, batch_size=cfg.batch_size, ent_coef=cfg.ent_coef, **common)
     if cfg.algo == "a2c":
         return cls("MlpPolicy", vec_env, n_steps=cfg.n_steps, ent_coef=cfg.ent_coef, **common)
     # value-based (dqn, qrdqn): replay from the first batch on, one gradient step per env step
     return cls("MlpPolicy", vec_env, batch_size=cfg.batch_size, learning_starts=cfg.batch_size, **common)
+
+
+def grounded(cfg: DictConfig) -> bool:
+    """Whether the run uses the behaviour prior (``prior.coef``, ``prior.bc_epochs`` or
+    ``prior.agreement``; ``experiment=grounded`` sets them); MaskablePPO only."""
+    p = cfg.prior
+    on = p.coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
+    if on and cfg.algo != "maskable_ppo":
+        raise ConfigError(f"prior.coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
+    return on
+
+
+def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out: Path) -> tuple[Any, dict[str, Any]]:
+    """The behaviour prior of a grounded run (read from ``prior.path`` or fitted on the training
+    dialogues and saved as ``prior.json``), behaviour cloning of a new model on the real moves,
+    and the KL penalty (:mod:`agents.grounded`). ``(None, {})`` for other runs."""
+    if not grounded(cfg):
+        return None, {}
+    from agents.grounded import behaviour_clone, prior_on_obs, real_moves, regularise
+    from agents.prior import BehaviourPrior
+
+    scenario = cfg.env.scenario
+    t0 = time.perf_counter()
+    prior = BehaviourPrior.load(cfg.prior.path) if cfg.prior.path else BehaviourPrior.fit(train_dialogues, [scenario])
+    info: dict[str, Any] = {"coef": cfg.prior.coef, "path": str(cfg.prior.path or prior.save(out / "prior.json"))}
+    observer, encoding = vec_env.get_attr("observer")[0], vec_env.get_attr("encoding")[0]
+    if cfg.prior.bc_epochs and not cfg.resume:
+        obs, actions, masks = real_moves(train_dialogues, observer, encoding)
+        nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed)
+        info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
+        log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
+    if cfg.prior.coef > 0:
+        regularise(model, prior_on_obs(prior, observer, encoding), cfg.prior.coef)
+    info["setup_seconds"] = time.perf_counter() - t0
+    return prior, info
+
+
+def real_agreement(model: Any, prior: Any, train: list, held: list, scenario: str) -> dict[str, Any]:
+    """ITP F1, STP R@1 and SSP R@1 (%) on the held-out real dialogues of the policy, the
+    behaviour prior and the majority baseline (both fitted on ``train``)."""
+    from agents.prior import PriorAgent
+    from rescue_env.tasks import AgentPredictor, make_baseline
+    from rescue_env.tasks.runner import evaluate as evaluate_tasks
+
+    predictors = {
+        "policy": AgentPredictor(SB3Agent(model, scenario, deterministic=True, name="policy"), name="policy", fit_dialogues=train),
+        "prior": AgentPredictor(lambda s: PriorAgent(prior, s), name="imitation", fit_dialogues=train),
+        "majority": make_baseline("majority", fit_dialogues=train),
+    }
+    out: dict[str, Any] = {"dialogues": [d.sample_id for d in held]}
+    for name, predictor in predictors.items():
+        r = evaluate_tasks(held, ["itp", "stp", "ssp"], predictor)
+        out[name] = {"itp_f1": 100 * r["itp"].get("f1", 0.0), "stp_r1": 100 * r["stp"].get("recall_at_1", 0.0), "ssp_r1": 100 * r["ssp"].get("recall_at_1", 0.0),
+                     "n": {t: r[t]["n"] for t in ("itp", "stp", "ssp")}}  # fmt: skip
+    return out
+
+
+def final_comparison(cfg: DictConfig, model: Any, eval_env: GroupSupportEnv, train_dialogues: list, prior_path: str | None) -> dict[str, Any]:
+    """σ* of the policy and the non-learned agents on the same held-out episodes, with the
+    paired difference of each to the heuristic."""
+    scenario = cfg.env.scenario
+    final: dict[str, Any] = {}
+    final["policy"] = evaluate(eval_env, SB3Agent(model, scenario, eval_env.encoding, name="policy", horizon=cfg.env.horizon), cfg.eval_episodes, cfg.seed + 20_000)
+    for name in ("never", "random", "heuristic", "imitation"):
+        agent = make_agent(name, scenario, encoding=eval_env.encoding, seed=cfg.seed, imitation_data=train_dialogues, prior=prior_path)
+        final[name] = evaluate(eval_env, agent, cfg.eval_episodes, cfg.seed + 20_000)
+    for name, result in final.items():
+        if name != "heuristic":
+            result["paired_vs_heuristic"] = paired_interval(result["returns"], final["heuristic"]["returns"])
+    for tag, value in (
+        ("final/sigma_return_mean", final["policy"]["sigma_return_mean"]),
+        ("final/paired_vs_heuristic", final["policy"]["paired_vs_heuristic"]["mean"]),
+        ("final/final_max_distress", final["policy"]["final_max_distress"]),
+    ):
+        model.logger.record(tag, value)
+    model.logger.dump(model.num_timesteps)
+    return final
+
+
+def log_comparison(cfg: DictConfig, final: dict[str, Any], agreement: dict[str, Any] | None) -> None:
+    rows = []
+    for k, v in final.items():
+        p = v.get("paired_vs_heuristic")
+        delta = "reference" if p is None else f"{p['mean']:+.2f} [{p['ci_low']:+.2f}, {p['ci_high']:+.2f}]"
+        rows.append([k, f"{v['sigma_return_mean']:.2f} ± {v['sigma_return_ci95']:.2f}", delta, f"{v['final_max_distress']:.2f}"])
+    table = tabulate(rows, headers=["agent", "σ* return ± 95 %", "Δ vs heuristic [95 % CI]", "final worst d"], disable_numparse=True)
+    log.info("held-out comparison (%d episodes, the same for every agent):\n%s", cfg.eval_episodes, table)
+    if agreement:
+        rows = [[k, f"{v['itp_f1']:.1f}", f"{v['stp_r1']:.1f}", f"{v['ssp_r1']:.1f}"] for k, v in agreement.items() if k != "dialogues"]
+        log.info("agreement with real therapists on %d held-out dialogues (%%):\n%s", len(agreement["dialogues"]), tabulate(rows, headers=["predictor", "ITP F1", "STP R@1", "SSP R@1"], disable_numparse=True))
 
 
 def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
@@ -236,6 +351,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     eval_env = GroupSupportEnv(data_path=eval_dialogues, **kwargs)
 
     model = build_model(cfg, vec_env, out)
+    prior, grounding = ground(cfg, model, train_dialogues, vec_env, out)  # experiment=grounded
     tb_dir = out / "tb" / run_name
     model.set_logger(configure(None, []))
     model.logger.output_formats.append(NamespacedTensorBoard(str(tb_dir)))
@@ -249,66 +365,34 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         sigma_cb,
     ]
     if cfg.task_eval:
-        from rescue_env.tasks.callback import TaskEvalCallback  # static-task figures (issue 6)
+        from rescue_env.tasks.callback import TaskEvalCallback  # static-task figures
 
-        def policy(model: Any, scenario: str) -> SB3Agent:
-            return SB3Agent(model, scenario, deterministic=True, name="policy")
-
-        callbacks.append(TaskEvalCallback(eval_dialogues, scenario, agent_factory=policy, eval_freq=cfg.eval_freq))
+        callbacks.append(TaskEvalCallback(eval_dialogues, scenario, agent_factory=lambda m, s: SB3Agent(m, s, name="policy"), eval_freq=cfg.eval_freq))
     remaining = max(cfg.total_timesteps - model.num_timesteps, 0)
     t_learn = time.perf_counter()
     log.info("training %s on %s for %d steps (%d envs); TensorBoard: %s", cfg.algo, env_id, remaining, cfg.n_envs, tb_dir)
-    model.learn(
-        total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=not cfg.resume, tb_log_name=run_name,
-        progress_bar=show_progress(cfg),
-    )
+    model.learn(total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=not cfg.resume, tb_log_name=run_name, progress_bar=show_progress(cfg))
     learn_s = time.perf_counter() - t_learn
     model_path = out / "model.zip"
     model.save(model_path)
 
-    # final held-out comparison with the non-learned agents, same episodes for all
-    final: dict[str, Any] = {}
-    policy_agent = SB3Agent(model, scenario, eval_env.encoding, name="policy", horizon=cfg.env.horizon)
-    final["policy"] = evaluate(eval_env, policy_agent, cfg.eval_episodes, cfg.seed + 20_000)
-    for name in ("never", "random", "heuristic", "imitation"):
-        agent = make_agent(name, scenario, encoding=eval_env.encoding, seed=cfg.seed, imitation_data=train_dialogues)
-        final[name] = evaluate(eval_env, agent, cfg.eval_episodes, cfg.seed + 20_000)
-    # the same held-out episodes for every agent: paired differences to the heuristic
-    for name, result in final.items():
-        if name != "heuristic":
-            result["paired_vs_heuristic"] = paired_interval(result["returns"], final["heuristic"]["returns"])
-    for tag, value in (
-        ("final/sigma_return_mean", final["policy"]["sigma_return_mean"]),
-        ("final/paired_vs_heuristic", final["policy"]["paired_vs_heuristic"]["mean"]),
-        ("final/final_max_distress", final["policy"]["final_max_distress"]),
-    ):
-        model.logger.record(tag, value)
-    model.logger.dump(model.num_timesteps)
+    final = final_comparison(cfg, model, eval_env, train_dialogues, grounding.get("path"))
+    agreement = real_agreement(model, prior, train_dialogues, eval_dialogues, scenario) if cfg.prior.agreement else None
     if tracker is not None:
         tracker.close()
     metrics = {
-        "run_name": run_name,
-        "env_id": env_id,
-        "algo": cfg.algo,
-        "seed": cfg.seed,
-        "timesteps": int(model.num_timesteps),
-        "learn_seconds": learn_s,
-        "steps_per_second": remaining / learn_s if learn_s > 0 else None,
-        "train_dialogues": [d.sample_id for d in train_dialogues],
-        "eval_dialogues": [d.sample_id for d in eval_dialogues],
-        "eval_history": sigma_cb.history,
-        "final_eval": final,
-        "model": str(model_path),
-        "elapsed_s": time.perf_counter() - t0,
-    }
+        "run_name": run_name, "env_id": env_id, "algo": cfg.algo, "seed": cfg.seed, "timesteps": int(model.num_timesteps),
+        "learn_seconds": learn_s, "steps_per_second": remaining / learn_s if learn_s > 0 else None,
+        "train_dialogues": [d.sample_id for d in train_dialogues], "eval_dialogues": [d.sample_id for d in eval_dialogues],
+        "eval_history": sigma_cb.history, "final_eval": final,
+        # the two axes of a grounded run: σ* margin over the heuristic (simulated, held out)
+        # and agreement with real therapists (held-out real dialogues)
+        "sigma_margin_vs_heuristic": final["policy"]["paired_vs_heuristic"]["mean"],
+        "grounding": grounding or None, "real_agreement": agreement,
+        "model": str(model_path), "elapsed_s": time.perf_counter() - t0,
+    }  # fmt: skip
     atomic_write_text(out / "metrics.json", dumps(finite_or_null(metrics), indent=1))  # strict JSON: undefined figures null
-    rows = []
-    for k, v in final.items():
-        p = v.get("paired_vs_heuristic")
-        delta = "reference" if p is None else f"{p['mean']:+.2f} [{p['ci_low']:+.2f}, {p['ci_high']:+.2f}]"
-        rows.append([k, f"{v['sigma_return_mean']:.2f} ± {v['sigma_return_ci95']:.2f}", delta, f"{v['final_max_distress']:.2f}"])
-    table = tabulate(rows, headers=["agent", "σ* return ± 95 %", "Δ vs heuristic [95 % CI]", "final worst d"], disable_numparse=True)
-    log.info("held-out comparison (%d episodes, the same for every agent):\n%s", cfg.eval_episodes, table)
+    log_comparison(cfg, final, agreement)
     log.info("model: %s\nrun folder: %s  (%.0f s)", model_path, out, metrics["elapsed_s"])
     vec_env.close()
     return metrics

@@ -118,6 +118,13 @@ class GroupState:
     last_speaker: str | None = None
     last_strategy: str | None = None
     last_target: tuple[str, ...] = ()
+    #: the turn just before the decision, as the real transcript tells it (extracted states;
+    #: the simulator leaves them empty): the latest client speaker, the last row's utterance
+    #: type and whom that row addressed. Not part of equality (bookkeeping for models of the
+    #: therapist's next move, e.g. :mod:`agents.prior`).
+    last_client: str | None = None
+    last_utterance_type: str = ""
+    last_addressee: tuple[str, ...] = ()
 
     @property
     def n(self) -> int:
@@ -267,6 +274,10 @@ class StateTracker:
             st.last_strategy = row.strategy
             st.last_target = tuple(self.members[i] for i in sorted(slots))
         st.last_speaker = row.primary_speaker
+        if row.primary_speaker in self.index:
+            st.last_client = row.primary_speaker
+        st.last_utterance_type = row.utterance_type
+        st.last_addressee = tuple(row.target)
         st.row_index = row.row_index
         return st
 

@@ -27,6 +27,7 @@ simulator exposes), whereas an LLM predictor sees the transcript only.
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ from rescue_env.tasks.instances import (
 )
 from rescue_env.taxonomy.actions import DEFAULT_MAX_MEMBERS, ActionEncoding
 from rescue_env.taxonomy.labels import patterns
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -433,7 +436,8 @@ def encoding_for(scenario: str, n_members: int) -> ActionEncoding:
 def check_agent_groups(agent: Any, scenario: str, dialogues: Sequence[Dialogue]) -> None:
     """Raise :class:`~rescue_env.data.GroupSizeError` naming every ``scenario`` dialogue whose
     group ``agent`` cannot rank over: larger than the action encoding takes, or than a
-    trained policy's observations hold (its ``observer``). Agent predictions use every member."""
+    trained policy's observations hold (its ``observer``; ``agent=None`` checks the encoding
+    only). Agent predictions use every member."""
     ds = [d for d in dialogues if d.scenario == scenario]
     observer = getattr(agent, "observer", None)
     if observer is not None:  # a trained policy: its spaces fix the group size
@@ -460,7 +464,8 @@ class AgentPredictor(BasePredictor):
     """Any therapist agent through state extraction at the instance's row.
 
     ITP: ``p_speak`` of the state after the decision row, ``yes`` when above
-    ``threshold``. STP: the agent's top target options as target labels of the profile.
+    ``threshold`` (default: the agent's ``speak_threshold`` where it has one, e.g. the
+    behaviour prior's rate of speaking in its training data, else 0.5). STP: the agent's top target options as target labels of the profile.
     SSP: its top strategies. RPP: ``pattern_classifier`` on the prior rows and state
     (default :class:`CarryForwardPatternClassifier`, fitted on ``fit_dialogues`` or the
     evaluated dialogues). ER/VP: the carry-forward generator.
@@ -473,7 +478,7 @@ class AgentPredictor(BasePredictor):
         agent: Any,
         *,
         name: str | None = None,
-        threshold: float = 0.5,
+        threshold: float | None = None,
         pattern_classifier: PatternClassifier | None = None,
         fit_dialogues: Sequence[Dialogue] | None = None,
         generator: CarryForwardGenerator | None = None,
@@ -483,11 +488,14 @@ class AgentPredictor(BasePredictor):
         self._agents: dict[str, Any] = {}
         label = name or getattr(agent, "name", None) or "agent"
         self.name = f"agent:{label}"
-        self.threshold = float(threshold)
+        self.threshold = None if threshold is None else float(threshold)
         self.pattern_classifier = pattern_classifier
         self._fit_pc = pattern_classifier is None
         self.fit_dialogues = list(fit_dialogues) if fit_dialogues is not None else None
         self._states: dict[int, tuple[GroupState, list[GroupState]]] = {}
+        #: sample id -> why the agent cannot answer its instances (filled by :meth:`prepare`)
+        self.unanswerable: dict[str, str] = {}
+        self._warned: set[str] = set()
 
     def agent(self, scenario: str) -> Any:
         if scenario not in self._agents:
@@ -495,8 +503,38 @@ class AgentPredictor(BasePredictor):
         return self._agents[scenario]
 
     def prepare(self, task: str, profile: str, dialogues: Sequence[Dialogue]) -> None:
-        for scenario in sorted({d.scenario for d in dialogues}):
-            check_agent_groups(self.agent(scenario), scenario, dialogues)
+        """Build the agent of each scenario in ``dialogues`` and note the samples it cannot
+        answer (:attr:`unanswerable`): a policy of the other scenario, or a group larger than
+        the policy sees. Their instances fail with that reason (counted, never dropped) and a
+        warning names them; when no scenario can be answered, the error is raised."""
+        scenarios = sorted({d.scenario for d in dialogues})
+        errors: dict[str, str] = {}
+        for scenario in scenarios:
+            try:
+                agent = self.agent(scenario)
+            except ValueError as exc:  # e.g. a family policy asked about couples
+                errors[scenario] = str(exc)
+                for d in dialogues:
+                    if d.scenario == scenario:
+                        self.unanswerable[d.sample_id] = f"{self.name} cannot answer {scenario} sessions: {exc}"
+                continue
+            ds = [d for d in dialogues if d.scenario == scenario]
+            observer = getattr(agent, "observer", None)
+            if observer is not None:  # a trained policy: its spaces fix the group size
+                for d in ds:
+                    if len(d.participants) > observer.cap:
+                        self.unanswerable[d.sample_id] = (
+                            f"{self.name} was trained on {scenario} groups of at most {observer.cap} members; this one has "
+                            f"{len(d.participants)} (retrain with env.max_members={len(d.participants)} to answer it)"
+                        )
+            check_agent_groups(None, scenario, [d for d in ds if d.sample_id not in self.unanswerable])
+        if errors and len(errors) == len(scenarios):
+            raise ValueError("; ".join(errors.values()))
+        new = sorted(set(self.unanswerable) - self._warned)
+        if new:
+            self._warned.update(new)
+            lines = "\n".join(f"  {sid}: {self.unanswerable[sid]}" for sid in new)
+            log.warning("%s cannot answer the instances of %d sample(s); they count as failed:\n%s", self.name, len(new), lines)
         if task == "rpp" and self.pattern_classifier is None:
             data = self.fit_dialogues if self.fit_dialogues is not None else list(dialogues)
             self.pattern_classifier = CarryForwardPatternClassifier().fit(data)
@@ -516,6 +554,8 @@ class AgentPredictor(BasePredictor):
     def predict_one(self, task: str, inst: Instance) -> Prediction:
         d = inst.dialogue
         assert d is not None
+        if d.sample_id in self.unanswerable and task != "rpp":
+            return Prediction.failure(self.unanswerable[d.sample_id])
         if task == "rpp":
             assert self.pattern_classifier is not None, "prepare('rpp', ...) fits the pattern classifier"
             query = PatternQuery(d.scenario, tuple(inst.candidates), inst.prior_rows(-1), self.state_before(inst, inst.row - 1))
@@ -528,7 +568,8 @@ class AgentPredictor(BasePredictor):
         ranking = agent.rank(state, encoding)
         if task == "itp":
             p = float(ranking.p_speak)
-            return Prediction("yes" if p > self.threshold else "no", extra={"p_speak": round(p, 4)})
+            threshold = self.threshold if self.threshold is not None else float(getattr(agent, "speak_threshold", 0.5))
+            return Prediction("yes" if p > threshold else "no", extra={"p_speak": round(p, 4), "threshold": round(threshold, 4)})
         if task == "ssp":
             return Prediction(ranking.top_strategies(encoding, 3))
         # stp: target options as the profile's labels (dyads collapse in `released`)

@@ -104,7 +104,7 @@ def test_experiment_none(command):
 
 
 #: which command each preset is for (a preset sets that command's budget keys)
-PRESET_COMMAND = {"rollout_smoke": "rollout", "train_small": "train"}
+PRESET_COMMAND = {"rollout_smoke": "rollout", "train_small": "train", "grounded": "train"}
 
 
 def test_every_preset_is_known():
@@ -131,7 +131,7 @@ def test_experiment_rollout_smoke_shrinks_the_rollout():
     [(c, p) for p, own in PRESET_COMMAND.items() for c in ("rollout", "train", "calibrate") if c != own],
 )
 def test_a_preset_of_another_command_is_refused_naming_the_key(command, preset):
-    key = {"rollout_smoke": "episodes", "train_small": "total_timesteps"}[preset]
+    key = {"rollout_smoke": "episodes", "train_small": "total_timesteps", "grounded": "total_timesteps"}[preset]
     with pytest.raises(COMPOSE_ERRORS, match=key):
         compose(command, [f"experiment={preset}"])
 

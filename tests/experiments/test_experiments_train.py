@@ -277,3 +277,50 @@ def test_rescue_train_on_a_terminal_shows_the_progress_bar_and_exits_0(tiny_trai
     assert rc == 0, text[-3000:]
     assert "ImportError" not in text
     assert "━" in text, "the rich progress bar was drawn (the run saw a terminal)"
+
+
+def test_held_out_dialogues_are_whole_couples():
+    from dataclasses import replace
+
+    from experiments.train import split_dialogues
+    from rescue_env.data import load_dialogues
+
+    base = next(d for d in load_dialogues() if d.scenario == "couple")
+    ds = [replace(base, sample_id=f"{c}/{k:03d}_s", participants=[f"{c}A", f"{c}B"]) for c in "pqrst" for k in range(3)]
+    train, held = split_dialogues(ds, 0.34)
+    couples = lambda xs: {d.sample_id.split("/")[0] for d in xs}  # noqa: E731
+    assert held and train and not couples(train) & couples(held)
+    assert split_dialogues(ds, 0.34) == (train, held)  # fixed across seeds
+
+
+def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
+    """experiment=grounded on real couples: behaviour cloning, the KL penalty, the σ* margin
+    over the heuristic and agreement with real therapists on held-out real dialogues."""
+    from agents.prior import BehaviourPrior
+
+    out = tmp_path / "grounded"
+    args = ["experiment=grounded", f"data.path={real_more_path}", "env.max_members=3", "total_timesteps=128", "n_envs=2", "n_steps=64",
+            "batch_size=64", "eval_freq=0", "eval_episodes=2", "checkpoint_freq=1000", "prior.bc_epochs=2", "prior.coef=0.3"]  # fmt: skip
+    run = rescue(["train", f"hydra.run.dir={out}", *args])
+    assert run.rc == 0, run.err[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["sigma_margin_vs_heuristic"] == m["final_eval"]["policy"]["paired_vs_heuristic"]["mean"]
+    g = m["grounding"]
+    assert g["coef"] == 0.3 and g["bc"]["moves"] > 10 and Path(g["path"]) == out / "prior.json"
+    BehaviourPrior.load(out / "prior.json").scenario("couple")
+    agree = m["real_agreement"]
+    assert set(agree["dialogues"]) == set(m["eval_dialogues"])
+    for who in ("policy", "prior", "majority"):
+        assert {"itp_f1", "stp_r1", "ssp_r1"} <= set(agree[who]) and agree[who]["n"]["stp"] > 0
+    assert "agreement with real therapists" in run.out + run.err
+    # a saved prior is read, not refitted
+    again = tmp_path / "again"
+    run = rescue(["train", f"hydra.run.dir={again}", *args, f"prior.path={out / 'prior.json'}"])
+    assert run.rc == 0, run.err[-3000:]
+    assert json.loads((again / "metrics.json").read_text())["grounding"]["path"] == str(out / "prior.json")
+    assert not (again / "prior.json").exists()
+
+
+def test_grounding_needs_maskable_ppo(rescue, tiny_train, tmp_path):
+    run = rescue(["train", f"hydra.run.dir={tmp_path / 'x'}", *tiny_train, "algo=ppo", "prior.coef=0.1"])
+    assert run.rc == 2 and "need algo=maskable_ppo" in run.err + run.out

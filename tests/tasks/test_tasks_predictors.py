@@ -155,3 +155,42 @@ def test_carry_forward_generator(toy):
 def test_unknown_baseline():
     with pytest.raises(ValueError, match="unknown baseline 'best'"):
         make_baseline("best")
+
+
+def test_a_policy_answers_at_its_own_group_cap_and_names_what_it_cannot(tmp_path):
+    """A couple policy trained with env.max_members=3 ranks two-person couples; a family
+    session (another scenario) and a couple larger than a cap-2 policy's fail with the reason,
+    counted, not a traceback."""
+    from dataclasses import replace
+
+    from sb3_contrib import MaskablePPO
+
+    from agents import make_agent
+    from rescue_env.config import EnvConfig
+    from rescue_env.data import load_dialogues
+    from rescue_env.envs.vec_env import GroupSupportVecEnv
+    from rescue_env.tasks.instances import build_instances
+
+    paths = {}
+    for cap in (2, 3):
+        venv = GroupSupportVecEnv(num_envs=1, seed=0, config=EnvConfig(scenario="couple", max_members=cap))
+        paths[cap] = tmp_path / f"c{cap}.zip"
+        MaskablePPO("MlpPolicy", venv, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu", policy_kwargs={"net_arch": [8]}).learn(32).save(paths[cap])
+        venv.close()
+    seeds = load_dialogues()
+    couple = next(d for d in seeds if d.scenario == "couple")
+    family = next(d for d in seeds if d.scenario == "family" and len(d.participants) == 3)
+    trio = replace(family, sample_id="trio/001", scenario="couple")  # a couple of three partners
+    data = [couple, family]
+    p3 = AgentPredictor(lambda s: make_agent("maskable_ppo", s, policy=str(paths[3])), name="c3")
+    p3.prepare("stp", "paper", data)
+    answers = {i.sample_id: p3.predict("stp", i) for i in build_instances(data, "stp", "paper")}
+    assert not answers[couple.sample_id].failed and answers[couple.sample_id].value
+    assert answers[family.sample_id].failed and "couple policy" in answers[family.sample_id].reason
+    p2 = AgentPredictor(lambda s: make_agent("maskable_ppo", s, policy=str(paths[2])), name="c2")
+    p2.prepare("stp", "paper", [couple, trio])
+    got = {i.sample_id: p2.predict("stp", i) for i in build_instances([couple, trio], "stp", "paper")}
+    assert not got[couple.sample_id].failed
+    assert got["trio/001"].failed and "at most 2 members" in got["trio/001"].reason and "env.max_members=3" in got["trio/001"].reason
+    with pytest.raises(ValueError, match="couple policy"):  # nothing it can answer: an error
+        AgentPredictor(lambda s: make_agent("maskable_ppo", s, policy=str(paths[3]))).prepare("stp", "paper", [family])

@@ -1,0 +1,144 @@
+"""Behaviour-regularised training: MaskablePPO held close to the real therapists' moves.
+
+``rescue train experiment=grounded`` (``experiments/train.py``) does, in order:
+
+1. fits the behaviour prior π_prior (:mod:`agents.prior`) on the training dialogues, or
+   reads ``prior.path``;
+2. **behaviour cloning** (:func:`behaviour_clone`): the policy network is trained by
+   maximum likelihood on the real therapists' moves (the state after each client row → listen,
+   or speak to this target with this strategy), on the env's masks;
+3. PPO on σ* with a penalty ``prior.coef · KL(π(·|s) ‖ π_prior(·|s))`` on the same masks.
+
+**A loss term, not reward shaping.** Shaping the reward with ``coef · log π_prior(a|s)``
+regularises toward the prior only in expectation over sampled actions, adds variance to
+the advantages, and mixes the penalty into the σ* returns that the runs report and compare;
+the KL as a loss term is exact on every visited state (all actions at once, through the
+masked distribution), leaves σ* untouched, and is what piKL and human-regularised PPO use.
+It enters MaskablePPO's own loss through its entropy slot: PPO's entropy bonus is a KL to
+the uniform policy up to a constant, and :class:`PriorRegularisedPolicy` returns
+``ent_coef · H(π) − coef · KL(π ‖ π_prior)`` where MaskablePPO reads the entropy, with the
+algorithm's ``ent_coef`` set to 1. So the loss is exactly PPO's plus ``coef · KL``, and
+MaskablePPO's ``train()`` runs unchanged (no copy of it to keep in step with sb3-contrib);
+the saved model loads as a plain ``MaskablePPO`` (the prior is not saved with it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch as th
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+from agents.prior import BehaviourPrior, real_decisions
+from rescue_env.data.schema import Dialogue
+from rescue_env.taxonomy.actions import ActionEncoding
+
+#: obs (B, D) float32 numpy → prior probabilities over the flat actions (B, A)
+PriorFn = Callable[[np.ndarray], np.ndarray]
+
+
+def masked_kl(probs: th.Tensor, prior: th.Tensor, mask: th.Tensor | None) -> th.Tensor:
+    """KL(π ‖ π_prior) per row, both restricted to ``mask`` (π_prior renormalised on it;
+    π is already masked: zero outside)."""
+    if mask is not None:
+        prior = prior * mask
+    prior = prior / prior.sum(dim=1, keepdim=True).clamp_min(1e-12)
+    terms = probs * (th.log(probs.clamp_min(1e-12)) - th.log(prior.clamp_min(1e-12)))
+    return th.where(probs > 0, terms, th.zeros_like(terms)).sum(dim=1)
+
+
+class PriorRegularisedPolicy(MaskableActorCriticPolicy):
+    """MaskablePPO's MLP policy whose ``evaluate_actions`` returns, in the entropy's place,
+    ``ent_coef · H(π) − kl_coef · KL(π ‖ π_prior)`` (see the module docstring). Without a
+    prior (:meth:`set_prior` not called, e.g. after loading) it is the plain policy."""
+
+    prior_fn: PriorFn | None = None
+    kl_coef: float = 0.0
+    base_ent_coef: float = 0.0
+    #: mean KL of the last minibatch (logged as ``losses/prior_kl``)
+    last_kl: float = float("nan")
+
+    def set_prior(self, prior_fn: PriorFn, kl_coef: float, ent_coef: float) -> None:
+        self.prior_fn, self.kl_coef, self.base_ent_coef = prior_fn, float(kl_coef), float(ent_coef)
+
+    def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None):
+        features = self.extract_features(obs)
+        if self.share_features_extractor:
+            latent_pi, latent_vf = self.mlp_extractor(features)
+        else:
+            latent_pi = self.mlp_extractor.forward_actor(features[0])
+            latent_vf = self.mlp_extractor.forward_critic(features[1])
+        dist = self._get_action_dist_from_latent(latent_pi)
+        mask = None
+        if action_masks is not None:
+            dist.apply_masking(action_masks)
+            mask = th.as_tensor(action_masks, dtype=th.float32, device=latent_pi.device).reshape(len(latent_pi), -1)
+        log_prob, values, entropy = dist.log_prob(actions), self.value_net(latent_vf), dist.entropy()
+        if self.prior_fn is None:
+            return values, log_prob, entropy
+        prior = th.as_tensor(self.prior_fn(obs.detach().cpu().numpy()), dtype=th.float32, device=latent_pi.device)
+        kl = masked_kl(dist.distribution.probs, prior, mask)
+        self.last_kl = float(kl.mean().detach())
+        return values, log_prob, self.base_ent_coef * entropy - self.kl_coef * kl
+
+
+def regularise(model: Any, prior_fn: PriorFn, coef: float) -> None:
+    """Make ``model`` (a MaskablePPO built with :class:`PriorRegularisedPolicy`) minimise
+    PPO's loss + ``coef · KL(π ‖ π_prior)``: its entropy weight moves into the policy."""
+    if not isinstance(model.policy, PriorRegularisedPolicy):
+        raise TypeError("the KL penalty needs a MaskablePPO built with policy=PriorRegularisedPolicy")
+    model.policy.set_prior(prior_fn, coef, model.ent_coef)
+    model.ent_coef = 1.0
+
+
+def prior_on_obs(prior: BehaviourPrior, observer: Any, encoding: ActionEncoding) -> PriorFn:
+    """π_prior on the flat observations of an env with this ``observer`` and ``encoding``."""
+    return lambda obs: prior.action_probs_from_obs(obs, observer, encoding)
+
+
+def real_moves(dialogues: Sequence[Dialogue], observer: Any, encoding: ActionEncoding) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(obs[N, D], action[N], mask[N, A])``: each decision after a client row in the
+    dialogues of ``encoding``'s scenario, as the env would show it, and what the therapist did
+    (0 = kept listening). Moves whose strategy is outside the taxonomy, or groups larger than
+    the encoding, are left out."""
+    from gymnasium import spaces
+
+    dec = real_decisions(dialogues, encoding.scenario)
+    obs, acts, masks = [], [], []
+    for st, speak, slots, s in zip(dec.states, dec.speak, dec.target, dec.strategy):
+        if speak < 0 or st.n > encoding.max_members or (speak == 1 and (not slots or s < 0)):
+            continue
+        a = 0 if speak == 0 else encoding.encode(encoding.target_for_slots(slots, st.n), s)
+        obs.append(spaces.flatten(observer.space, observer.observe_state(st)))
+        acts.append(a)
+        masks.append(encoding.mask(st.n))
+    if not obs:
+        raise ValueError(f"no {encoding.scenario} therapist decision to clone in the training dialogues")
+    return np.array(obs, np.float32), np.array(acts), np.array(masks, bool)
+
+
+def behaviour_clone(model: Any, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, *, epochs: int, batch_size: int = 64, lr: float = 1e-3, seed: int = 0) -> list[float]:
+    """Train ``model.policy`` (a maskable actor-critic) to maximise the likelihood of the
+    real ``actions`` on their masks; returns the mean negative log-likelihood per epoch."""
+    policy = model.policy
+    policy.set_training_mode(True)
+    params = [p for n, p in policy.named_parameters() if "value_net" not in n and "mlp_extractor.value_net" not in n]
+    opt = th.optim.Adam(params, lr=lr)
+    rng = np.random.default_rng(seed)
+    losses = []
+    for _ in range(epochs):
+        order = rng.permutation(len(actions))
+        total = 0.0
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            o = th.as_tensor(obs[idx], device=policy.device)
+            dist = policy.get_distribution(o, action_masks=masks[idx])
+            nll = -dist.log_prob(th.as_tensor(actions[idx], device=policy.device)).mean()
+            opt.zero_grad()
+            nll.backward()
+            opt.step()
+            total += float(nll.detach()) * len(idx)
+        losses.append(total / len(order))
+    policy.set_training_mode(False)
+    return losses

@@ -1,0 +1,141 @@
+"""The behaviour prior: fitted on real-format dialogues, a proper distribution over the env's
+actions, calibrated in the large, saved and read back, group k-fold that never fits on the
+held-out couple or family."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from agents import make_agent
+from agents.prior import BehaviourPrior, PriorAgent, cross_validate, real_decisions, session_groups
+from rescue_env.envs.common import Observer
+from rescue_env.taxonomy.actions import ActionEncoding
+from rescue_env.taxonomy.labels import patterns
+
+SCENARIOS = ("couple", "family")
+
+
+@pytest.fixture(scope="module")
+def prior(seeds) -> BehaviourPrior:
+    return BehaviourPrior.fit(seeds)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_action_probs_are_a_distribution_on_the_mask(prior, seeds, scenario):
+    d = next(d for d in seeds if d.scenario == scenario)
+    dec = real_decisions([d], scenario)
+    cap = 3 if scenario == "couple" else 6
+    enc = ActionEncoding(scenario, cap)  # a cap above the group: options of absent members masked
+    for st in dec.states[:10]:
+        p = prior.action_probs(st, enc)
+        assert p.shape == (enc.n_actions,) and np.isclose(p.sum(), 1.0)
+        assert (p[enc.mask(st.n) == 0] == 0).all() and (p[enc.mask(st.n) == 1] > 0).all()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_calibrated_in_the_large_on_its_fit(prior, seeds, scenario):
+    """Maximum likelihood with an intercept: the mean predicted rate of speaking and of each
+    strategy matches the therapists' own (up to the probability floor and L2 shrinkage)."""
+    dec = real_decisions(seeds, scenario)
+    enc = ActionEncoding(scenario, max(st.n for st in dec.states))
+    heads = [prior.rank(st, enc) for st in dec.states]
+    speak = np.array([y for y in dec.speak if y >= 0])
+    p_speak = np.array([h.p_speak for h, y in zip(heads, dec.speak) if y >= 0])
+    assert abs(p_speak.mean() - speak.mean()) < 0.05
+    moves = [(h, s) for h, s in zip(heads, dec.strategy) if s >= 0]
+    freq = np.bincount([s for _, s in moves], minlength=enc.n_strategies) / len(moves)
+    mean_p = np.mean([h.strategy_probs for h, _ in moves], axis=0)
+    assert np.abs(mean_p - freq).max() < 0.1
+
+
+def test_save_and_load_give_the_same_prior(prior, seeds, tmp_path):
+    path = prior.save(tmp_path / "prior.json")
+    again = BehaviourPrior.load(path)
+    enc = ActionEncoding("couple")
+    for st in real_decisions(seeds, "couple").states[:5]:
+        assert np.allclose(again.action_probs(st, enc), prior.action_probs(st, enc))
+    agent = make_agent("imitation", "couple", prior=str(path))
+    assert isinstance(agent, PriorAgent) and agent.prior.fitted_on == prior.fitted_on
+
+
+def test_load_refuses_other_files(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(ValueError, match="not a behaviour prior"):
+        BehaviourPrior.load(tmp_path / "x.json")
+    (tmp_path / "v.json").write_text(json.dumps({"format": "rescue-behaviour-prior", "version": 999, "scenarios": {}}))
+    with pytest.raises(ValueError, match="version 999"):
+        BehaviourPrior.load(tmp_path / "v.json")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        BehaviourPrior.load(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_observations_give_the_state_prior_without_the_turn(prior, seeds, scenario):
+    """On env observations the prior is the one of the same state with its turn unknown (a
+    simulated state has no transcript turn)."""
+    enc = ActionEncoding(scenario)
+    observer = Observer(enc, patterns(scenario), horizon=30)
+    for st in real_decisions(seeds, scenario).states[:8]:
+        sim = replace(st, last_client=None, untended=np.minimum(st.untended, 10))
+        obs = spaces.flatten(observer.space, observer.observe_state(sim))[None]
+        assert np.allclose(prior.action_probs_from_obs(obs, observer, enc)[0], prior.action_probs(sim, enc), atol=1e-6)
+
+
+def test_act_respects_the_mask(prior, seeds):
+    agent = PriorAgent(prior, "family", seed=0)
+    st = real_decisions(seeds, "family").states[5]
+    mask = agent.encoding.mask(st.n)
+    assert all(mask[agent.act(None, mask, st)] for _ in range(50))
+    with pytest.raises(ValueError, match="state"):
+        agent.act(None, mask, None)
+
+
+@pytest.mark.parametrize("scenario,other", [("couple", "family"), ("family", "couple")])
+def test_no_therapist_move_errors_clearly(scenario, other, seeds):
+    with pytest.raises(ValueError, match=f"no {scenario} therapist move"):
+        BehaviourPrior.fit([d for d in seeds if d.scenario == other], [scenario])
+    with pytest.raises(ValueError, match=f"no {scenario} therapist move"):
+        make_agent("imitation", scenario, imitation_data=[])
+    with pytest.raises(ValueError, match=f"fitted on \\['{other}'\\]"):
+        BehaviourPrior.fit([d for d in seeds if d.scenario == other]).rank(real_decisions(seeds, scenario).states[0], ActionEncoding(scenario))
+
+
+def test_session_groups_keep_a_couple_and_a_family_together(seeds):
+    couple = next(d for d in seeds if d.scenario == "couple")
+    fam = next(d for d in seeds if d.scenario == "family" and len(d.participants) == 3)
+    a, b = couple.participants
+    x, y, z = fam.participants
+    ds = [
+        replace(couple, sample_id="pat_and_sam/001_x", participants=[a, b]),
+        replace(couple, sample_id="pat_and_sam/002_y", participants=[b, a]),  # order varies
+        replace(couple, sample_id="kim_and_lee/001_z", participants=[a, b]),  # another couple
+        replace(fam, sample_id="family_therapy/001/merged", participants=[x, y, z]),
+        replace(fam, sample_id="family_therapy/002/merged", participants=[x, y, "Newborn"]),  # same family
+        replace(fam, sample_id="family_therapy/003/merged", participants=["P", "Q", z]),  # another family
+    ]
+    g = session_groups(ds)
+    assert g[0] == g[1] != g[2]
+    assert g[3] == g[4] != g[5]
+    assert len(set(g)) == 4
+
+
+def test_cross_validate_never_fits_on_the_held_out_group(seeds, monkeypatch):
+    seen: list[tuple[set[str], list[str]]] = []
+    real_fit = BehaviourPrior.fit.__func__
+
+    def spy(cls, dialogues, scenarios=None, C=None):
+        seen.append(({d.sample_id for d in dialogues}, list(scenarios or [])))
+        return real_fit(cls, dialogues, scenarios, C)
+
+    monkeypatch.setattr(BehaviourPrior, "fit", classmethod(spy))
+    couples = [d for d in seeds if d.scenario == "couple"][:3]
+    r = cross_validate(couples, tasks=("stp",))
+    assert len(seen) == 3
+    for fitted, _ in seen:
+        assert len(fitted) == 2  # every fold held one session (each its own couple) out
+    assert {"prior", "majority"} <= set(r) and r["prior"]["stp"]["n"] == r["majority"]["stp"]["n"] > 0
