@@ -57,7 +57,7 @@ def episodes_path(run_dir: Path) -> Path:
     """``run_dir/episodes.jsonl``; a :class:`UserError` when the folder is not a run folder."""
     path = run_dir / "episodes.jsonl"
     if not path.is_file() and (run_dir / "model.zip").is_file():  # a `rescue train` folder
-        raise FileNotFoundError(
+        raise UserError(
             f"{run_dir} is a `rescue train` run folder (a policy, no episodes to report): play the policy with "
             f"`rescue rollout policy={run_dir / 'model.zip'}` (add data.path=... for the dialogues it was trained on); "
             "that run folder gets the report"

@@ -125,11 +125,12 @@ def test_a_directory_mixing_layouts_is_an_error(tmp_path):
         load_dialogues(tmp_path)
 
 
-def test_both_real_slices_load_together(real_subset_path, real_more_path):
-    both = load_dialogues([real_subset_path, real_more_path])
-    assert len(both) == 15 and len({d.sample_id for d in both}) == 15
+def test_the_real_slices_load_together(real_subset_path, real_more_path, real_extra_path):
+    slices = [real_subset_path, real_more_path, real_extra_path]
+    together = load_dialogues(slices)
+    assert len(together) == sum(len(load_dialogues(s)) for s in slices) == len({d.sample_id for d in together})
     shared_dir = real_more_path.parents[1]  # ../shared/data: one slice per subfolder
-    assert sorted(d.sample_id for d in load_dialogues(shared_dir)) == sorted(d.sample_id for d in both)
+    assert sorted(d.sample_id for d in load_dialogues(shared_dir)) == sorted(d.sample_id for d in together)
 
 
 # --- provenance -----------------------------------------------------------------------------

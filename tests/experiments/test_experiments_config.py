@@ -236,8 +236,11 @@ def test_every_data_path_setting_takes_a_list(command, setting, tmp_path):
 def two_files(tmp_path_factory):
     from rescue_env.data import load_dialogues, write_jsonl
 
+    from dataclasses import replace
+
     d = tmp_path_factory.mktemp("two")
-    seeds = load_dialogues()
+    # copies under their own sample ids: calibrate refuses a hold-out that shares ids with the fit
+    seeds = [replace(s, sample_id=f"copy/{s.sample_id}") for s in load_dialogues()]
     couples = write_jsonl([s for s in seeds if s.scenario == "couple"][:3], d / "couples.jsonl")
     families = write_jsonl([s for s in seeds if s.scenario == "family"][:2], d / "families.jsonl")
     return couples, families

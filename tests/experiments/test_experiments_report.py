@@ -35,7 +35,7 @@ def test_a_folder_without_episodes_is_a_clear_error(tmp_path: Path, capsys):
 
 
 def test_a_train_folder_says_which_rollout_to_run(train_run, capsys):
-    assert main(["report", str(train_run.dir)]) != 0
+    assert main(["report", str(train_run.dir)]) == 2
     err = capsys.readouterr().err
     assert "`rescue train` run folder" in err and f"rescue rollout policy={train_run.dir / 'model.zip'}" in err
 
