@@ -2,7 +2,7 @@
 
 ``rescue train experiment=grounded`` (``experiments/train.py``) does, in order:
 
-1. fits the behaviour prior π_prior (:mod:`agents.prior`) on the training dialogues, or
+1. fits the behaviour prior π_prior (:mod:`rescue_env.agents.prior`) on the training dialogues, or
    reads ``prior.path``;
 2. **behaviour cloning** (:func:`behaviour_clone`): the policy network is trained by
    maximum likelihood on the real therapists' moves (the state after each client row → listen,
@@ -30,7 +30,7 @@ import numpy as np
 import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
-from agents.prior import BehaviourPrior, real_decisions
+from rescue_env.agents.prior import BehaviourPrior, real_decisions
 from rescue_env.data.schema import Dialogue
 from rescue_env.taxonomy.actions import ActionEncoding
 

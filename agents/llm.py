@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agents.base import Ranking
+from rescue_env.agents.base import Ranking
 from rescue_env.llm import prompts
 from rescue_env.concurrency import call_blocking
 from rescue_env.llm.backend import client_from_config

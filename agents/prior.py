@@ -8,7 +8,7 @@ group) and over strategies; their product is a distribution over the env's flat 
 - ``agent=imitation``: an agent that acts and ranks with it (:class:`PriorAgent`), so
   ``rescue eval-tasks predictor=agent agent=imitation`` scores it on ITP/STP/SSP;
 - ``rescue train experiment=grounded``: the π_prior of the KL penalty and the moves of the
-  behaviour-cloning warm start (:mod:`agents.grounded`);
+  behaviour-cloning warm start (:mod:`rescue_env.agents.grounded`);
 - group k-fold validation against the majority baseline (:func:`cross_validate`).
 
 **Model.** Three scikit-learn ``LogisticRegression`` heads on standardised features:
@@ -51,7 +51,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from agents.base import Ranking
+from rescue_env.agents.base import Ranking
 from rescue_env.atomic import atomic_write_text
 from rescue_env.data.schema import GROUP_LABELS, THERAPIST, Dialogue
 from rescue_env.state import GroupState, StateTracker
@@ -557,7 +557,7 @@ class BehaviourPrior:
         """Read a file :meth:`save` wrote; ``ValueError`` for anything else."""
         p = Path(path)
         if not p.exists():
-            raise FileNotFoundError(f"behaviour prior file {p} does not exist (fit one: rescue train experiment=grounded writes prior.json, or agents.prior.BehaviourPrior.fit(...).save(path))")
+            raise FileNotFoundError(f"behaviour prior file {p} does not exist (fit one: rescue train experiment=grounded writes prior.json, or rescue_env.agents.prior.BehaviourPrior.fit(...).save(path))")
         try:
             doc = json.loads(p.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:

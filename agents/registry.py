@@ -26,9 +26,9 @@ def make_agent(
     horizon: int = 30,
     **kwargs: Any,
 ):
-    """An agent of the :class:`~agents.base.TherapistAgent` protocol.
+    """An agent of the :class:`~rescue_env.agents.base.TherapistAgent` protocol.
 
-    ``imitation``: the behaviour prior (:mod:`agents.prior`) read from the file ``prior``,
+    ``imitation``: the behaviour prior (:mod:`rescue_env.agents.prior`) read from the file ``prior``,
     else fitted on ``imitation_data`` (dialogues), else on ``fit_data`` (any form
     ``data.path`` takes), else on the bundled seeds;
     ``policy`` is a trained SB3 ``.zip`` for ``ppo`` / ``maskable_ppo`` / ``policy`` (its
@@ -42,19 +42,19 @@ def make_agent(
         warnings.warn(f"agent {name!r} is now called {DEPRECATED_NAMES[name]!r}; the old name will go", FutureWarning, stacklevel=2)
         name = DEPRECATED_NAMES[name]
     if name == "never":
-        from agents.simple import NeverAgent
+        from rescue_env.agents.simple import NeverAgent
 
         return NeverAgent()
     if name == "random":
-        from agents.simple import RandomAgent
+        from rescue_env.agents.simple import RandomAgent
 
         return RandomAgent(seed)
     if name == "heuristic":
-        from agents.heuristic import HeuristicAgent
+        from rescue_env.agents.heuristic import HeuristicAgent
 
         return HeuristicAgent(scenario, encoding, **kwargs)
     if name == "imitation":
-        from agents.prior import BehaviourPrior, PriorAgent
+        from rescue_env.agents.prior import BehaviourPrior, PriorAgent
 
         if prior:
             model = BehaviourPrior.load(prior)
@@ -67,7 +67,7 @@ def make_agent(
         # it samples its moves (a behaviour policy); its rank() is what the tasks score
         return PriorAgent(model, scenario, encoding, seed=seed)
     if name in ("ppo", "maskable_ppo", "policy"):
-        from agents.sb3 import SB3Agent, load_policy
+        from rescue_env.agents.sb3 import SB3Agent, load_policy
 
         if not policy:
             raise ValueError(f"agent {name!r} needs a trained policy file: set agent.policy=PATH.zip (or policy=PATH.zip for rollout)")
@@ -76,7 +76,7 @@ def make_agent(
         return SB3Agent(model, scenario, given, deterministic=deterministic, name=name, horizon=horizon)
     if name == "llm":
         try:
-            from agents.llm import LLMTherapist
+            from rescue_env.agents.llm import LLMTherapist
         except ImportError as e:
             raise ValueError("the LLM therapist is not available in this install") from e
         return LLMTherapist(scenario, encoding, **kwargs)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from gymnasium import spaces as gym_spaces
 
-from agents.base import Ranking
+from rescue_env.agents.base import Ranking
 from rescue_env.envs.common import Observer
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
@@ -38,7 +38,7 @@ def policy_scenario(model: Any) -> str | None:
     return enc.scenario if enc is not None else None
 
 
-from agents.algos import ALGOS, UNSUPPORTED_ALGOS, check_algo  # noqa: E402,F401  (re-exported)
+from rescue_env.agents.algos import ALGOS, UNSUPPORTED_ALGOS, check_algo  # noqa: E402,F401  (re-exported)
 
 
 def algo_class(algo: str) -> type:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import Ranking
+from rescue_env.agents.base import Ranking
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
 

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.cli import main as rescue
+from rescue_env.experiments.cli import main as rescue
 from rescue_env.llm.client import LLMClient
 from rescue_env.llm.config import LocalServerConfig
 from rescue_env.llm.local_server import available_cores, default_model_path, stop_all

@@ -1,6 +1,6 @@
 """Throughput of whole LLM rollouts (``dynamics=llm agent=llm``) against the loopback mock server.
 
-What runs: ``experiments.rollout.run`` — the code behind ``rescue rollout dynamics=llm
+What runs: ``rescue_env.experiments.rollout.run`` — the code behind ``rescue rollout dynamics=llm
 agent=llm`` — on the bundled seed dialogues, with the LLM therapist and LLM client personas
 talking to ``python -m rescue_env.llm.mock_server`` (its own process, as a real server would
 be, so that it does not compete with the run for the interpreter lock). The server holds
@@ -63,8 +63,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # as `rescue rollout` does (torch
 
 from tabulate import tabulate  # noqa: E402
 
-from experiments.config import compose  # noqa: E402
-from experiments.rollout import run  # noqa: E402
+from rescue_env.experiments.config import compose  # noqa: E402
+from rescue_env.experiments.rollout import run  # noqa: E402
 from rescue_env.data import load_dialogues  # noqa: E402
 
 #: A variable that holds no key: the loopback server needs none, and no real key is sent.

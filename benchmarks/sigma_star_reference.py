@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from agents import make_agent
+from rescue_env.agents import make_agent
 from rescue_env.atomic import atomic_write_text
 from rescue_env.equivalence import AGENTS, ENV_IDS, MIN_PREFIX, Estimate, design_summary, measure
 

@@ -31,9 +31,9 @@ import time
 import hydra
 from omegaconf import DictConfig
 
-from experiments.common import load_data, run_dir
-from experiments.config import register_configs
-from experiments.errors import UserError, user_errors
+from rescue_env.experiments.common import load_data, run_dir
+from rescue_env.experiments.config import register_configs
+from rescue_env.experiments.errors import UserError, user_errors
 from rescue_env.atomic import atomic_write_text
 from rescue_env.data import data_sources, group_cap
 from rescue_env.dynamics.fidelity import evaluate_fidelity, evaluate_holdout, format_fidelity, plot_fidelity
@@ -54,7 +54,7 @@ def check_disjoint(train: list, heldout: list) -> None:
         )
 
 
-@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="calibrate")
+@hydra.main(version_base="1.3", config_path="pkg://rescue_env.conf", config_name="calibrate")
 @user_errors
 def main(cfg: DictConfig) -> None:
     t0 = time.perf_counter()

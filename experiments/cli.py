@@ -18,15 +18,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from experiments.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, report_error, take_outcome
+from rescue_env.experiments.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, report_error, take_outcome
 
 #: subcommand -> module whose ``main()`` is a ``@hydra.main`` app.
 HYDRA_COMMANDS: dict[str, str] = {
-    "rollout": "experiments.rollout",
-    "train": "experiments.train",
-    "calibrate": "experiments.calibrate",
-    "eval-tasks": "experiments.eval_tasks",
-    "judge": "experiments.judge",
+    "rollout": "rescue_env.experiments.rollout",
+    "train": "rescue_env.experiments.train",
+    "calibrate": "rescue_env.experiments.calibrate",
+    "eval-tasks": "rescue_env.experiments.eval_tasks",
+    "judge": "rescue_env.experiments.judge",
 }
 
 USAGE = """usage: rescue COMMAND [ARGS...]
@@ -127,7 +127,7 @@ _KEY_OVERRIDE_RE = re.compile(r"^[+~]{0,2}(?:[\w.]*\.)?api_?key(?:=|$)", re.IGNO
 
 def refused_override(overrides: list[str]) -> str | None:
     """Why a command line must not reach Hydra (it would save a key into the run folder)."""
-    from experiments.guard import key_setting_message
+    from rescue_env.experiments.guard import key_setting_message
     from rescue_env.secrets import looks_like_key
 
     for arg in overrides:
@@ -142,7 +142,7 @@ def refused_override(overrides: list[str]) -> str | None:
 
 
 def run_hydra_command(cmd: str, module_name: str, rest: list[str]) -> int:
-    """Run a Hydra command and map its end to an exit code (see :mod:`experiments.errors`)."""
+    """Run a Hydra command and map its end to an exit code (see :mod:`rescue_env.experiments.errors`)."""
     if (problem := refused_override(rest)) is not None:
         report_error(problem, f"rescue {cmd}")
         return EXIT_USER_ERROR
@@ -225,15 +225,15 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "data":
         return data_main(rest)
     if cmd == "summarize":
-        from experiments.summarize import main as summarize_main
+        from rescue_env.experiments.summarize import main as summarize_main
 
         return summarize_main(rest)
     if cmd == "report":
-        from experiments.report import main as report_main
+        from rescue_env.experiments.report import main as report_main
 
         return report_main(rest)
     if cmd == "merge":
-        from experiments.report import merge_main
+        from rescue_env.experiments.report import merge_main
 
         return merge_main(rest)
     if cmd in hydra_cmds:

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from agents.algos import check_algo
+from rescue_env.agents.algos import check_algo
 
 from rescue_env.comparison import DEFAULT_REFERENCE, check_reference
 from rescue_env.judges.config import JudgeConfig
@@ -143,7 +143,7 @@ class ExperimentConfig:
 @dataclass
 class TrackingConfig:
     """Optional experiment tracking of ``rescue train`` (``tracking=mlflow|wandb``; see
-    :mod:`experiments.tracking`)."""
+    :mod:`rescue_env.experiments.tracking`)."""
 
     #: mlflow | wandb | null (TensorBoard only)
     backend: Optional[str] = None
@@ -384,8 +384,8 @@ class JudgeAppConfig(JudgeConfig):
 
 def check_agent_names(names: Any, field_name: str) -> None:
     """Raise ``ValueError`` for an agent name that ``agents.make_agent`` does not know."""
-    from agents import AGENT_NAMES
-    from agents.registry import DEPRECATED_NAMES
+    from rescue_env.agents import AGENT_NAMES
+    from rescue_env.agents.registry import DEPRECATED_NAMES
 
     for name in names:
         if name not in AGENT_NAMES and name not in DEPRECATED_NAMES:

@@ -115,13 +115,13 @@ def user_errors(fn: F) -> F:
 
     Raising ``SystemExit`` (not returning) stops Hydra at once, before it adds its own
     "Error executing job" lines. A job of a sweep (``-m``) neither exits nor raises: the
-    others must go on (:mod:`experiments.sweep`).
+    others must go on (:mod:`rescue_env.experiments.sweep`).
     """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         install_log_scrubber()  # Hydra has set up the console and file log handlers by now
-        from experiments import sweep
+        from rescue_env.experiments import sweep
 
         if sweep.in_sweep():
             return sweep.run_job(fn, args, kwargs)

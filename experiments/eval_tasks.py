@@ -20,9 +20,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import register_configs
-from experiments.errors import user_errors
-from experiments.run_record import eval_tasks_defining
+from rescue_env.experiments.config import register_configs
+from rescue_env.experiments.errors import user_errors
+from rescue_env.experiments.run_record import eval_tasks_defining
 from rescue_env.data import Dialogue, describe_data_path, load_dialogues
 from rescue_env.tasks import (
     AgentPredictor,
@@ -65,7 +65,7 @@ def make_agent_factory(name: str, settings: dict[str, Any]):
     """``scenario -> agent`` through ``agents.make_agent(name, scenario, **kw)``; only the
     settings that ``make_agent`` accepts are passed."""
     try:
-        from agents import make_agent
+        from rescue_env.agents import make_agent
     except ImportError as exc:
         raise RuntimeError(f"predictor=agent needs agents.make_agent(name, scenario, **kw), which is not available ({exc})") from exc
     params = inspect.signature(make_agent).parameters
@@ -108,7 +108,7 @@ def build_judge(cfg: DictConfig, predictor: Any) -> Any:
     raise ValueError(f"unknown judge {cfg.judge!r}: expected 'embedding' or 'llm'")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="eval_tasks")
+@hydra.main(version_base="1.3", config_path="pkg://rescue_env.conf", config_name="eval_tasks")
 @user_errors
 def main(cfg: DictConfig) -> None:
     # Hydra logs at INFO; one line per HTTP request would bury the progress bars.

@@ -7,15 +7,15 @@ after composition, before Hydra creates the run folder and writes ``.hydra/*.yam
    accepted by Hydra's parser, ignored by the client, and would be saved), any value shaped
    like a key, a URL with a user name or password in it (``llm.base_url=http://user:pass@host/v1``),
    and an ``llm.api_key_env`` that is not a variable name;
-2. checks every typed section (the dataclass schemas of :mod:`experiments.config` and
+2. checks every typed section (the dataclass schemas of :mod:`rescue_env.experiments.config` and
    their ranges) by building it;
 3. compares the run folder's record of the config that defines its results (see
-   :mod:`experiments.run_record`) with this one, refusing a mismatch unless ``overwrite=true``.
+   :mod:`rescue_env.experiments.run_record`) with this one, refusing a mismatch unless ``overwrite=true``.
 
-A refusal is one line on stderr and exit code 2 (:mod:`experiments.errors`). In a sweep
+A refusal is one line on stderr and exit code 2 (:mod:`rescue_env.experiments.errors`). In a sweep
 (``-m``) the same checks run per job at ``on_job_start``; a refused job is recorded as failed
 and the others go on, and at the end of the sweep the guard names the failed jobs and sets
-the exit code (:mod:`experiments.sweep`).
+the exit code (:mod:`rescue_env.experiments.sweep`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 
-from experiments import sweep
-from experiments.errors import EXIT_BUG, EXIT_USER_ERROR, ConfigError, UserError, fail, mark_composed, record_outcome
+from rescue_env.experiments import sweep
+from rescue_env.experiments.errors import EXIT_BUG, EXIT_USER_ERROR, ConfigError, UserError, fail, mark_composed, record_outcome
 from rescue_env.secrets import has_url_credentials, looks_like_key
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -143,7 +143,7 @@ def task_config(config: DictConfig) -> DictConfig:
 
 def check_config(config: DictConfig, command: str, output_dir: str | None) -> None:
     """Every check of a composed config (``config`` includes the ``hydra`` node)."""
-    from experiments.run_record import check_run_folder
+    from rescue_env.experiments.run_record import check_run_folder
 
     task = task_config(config)
     check_secrets(task)

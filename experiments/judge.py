@@ -6,7 +6,7 @@ with the support-quality rubric, and ``rescue judge agreement``: compare with hu
     rescue judge data.path=benchmark_191.jsonl 'modes=[absolute,twins]'
     rescue judge agreement --human human.csv --run runs/my-rollout
 
-Settings: :class:`experiments.config.JudgeAppConfig` (the run's own, listed in
+Settings: :class:`rescue_env.experiments.config.JudgeAppConfig` (the run's own, listed in
 :class:`rescue_env.judges.JudgeConfig`), composed by ``conf/judge.yaml``. The work is done by :func:`rescue_env.judges.run_judge`;
 this module loads the inputs, builds the LLM client when needed and writes the files.
 """
@@ -25,8 +25,8 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import register_configs
-from experiments.errors import UserError, user_errors
+from rescue_env.experiments.config import register_configs
+from rescue_env.experiments.errors import UserError, user_errors
 from rescue_env.judges.config import JudgeConfig
 from rescue_env.judges.pipeline import run_judge
 from rescue_env.judges.report import write_outputs
@@ -175,7 +175,7 @@ def summary_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="judge")
+@hydra.main(version_base="1.3", config_path="pkg://rescue_env.conf", config_name="judge")
 @user_errors
 def hydra_main(cfg: DictConfig) -> None:
     """The Hydra app behind ``rescue judge``."""

@@ -27,7 +27,7 @@ partial shard (fewer episodes than its config plans: a killed job), failed episo
 Reads ``episodes.jsonl`` (every agent's episodes), ``metrics.json`` (the reference agent of
 the paired differences and the LLM usage, when present) and ``.hydra/config.yaml`` (shown in
 the report; ``snapshots``). ``--compare-to AGENT`` changes the reference agent; it must be an
-agent of the run. Every user error exits 2 (:mod:`experiments.errors`).
+agent of the run. Every user error exits 2 (:mod:`rescue_env.experiments.errors`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, UserError, report_error
+from rescue_env.experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, UserError, report_error
 from rescue_env.atomic import atomic_write_text
 from rescue_env.comparison import DEFAULT_REFERENCE, check_reference, compare
 from rescue_env.jsonl import JsonlError, read_objects, read_records
@@ -124,7 +124,7 @@ def rebuild_report(run_dir: str | Path, compare_to: str | None = None) -> Path:
     comparison = compare(records, reference_of(records, compare_to, metrics))
     sections = []
     if metrics.get("llm"):
-        from experiments.rollout import usage_html
+        from rescue_env.experiments.rollout import usage_html
 
         sections.append(("LLM usage", usage_html(metrics["llm"])))
     old = run_dir / "report.html"
@@ -226,7 +226,7 @@ def _dotted(tree: dict[str, Any], key: str) -> Any:
 def settings_problem(shards: list[Shard]) -> str | None:
     """Why the shards' episodes must not be pooled: the settings that differ between them,
     each with its value per shard (None when they agree)."""
-    from experiments.run_record import differences
+    from rescue_env.experiments.run_record import differences
 
     first = shards[0]
     found: dict[str, list[str]] = {}
@@ -258,7 +258,7 @@ def planned_keys(shard: Shard) -> set[str] | None:
     None when that cannot be worked out (no config, the data moved)."""
     from omegaconf import OmegaConf
 
-    from experiments.rollout import agent_names, select_scenarios, shard_of, trained_scenario
+    from rescue_env.experiments.rollout import agent_names, select_scenarios, shard_of, trained_scenario
     from rescue_env.data import describe_data_path, load_dialogues
 
     if not shard.config:
@@ -326,7 +326,7 @@ def merge_runs(out: str | Path, shards: list[str | Path], compare_to: str | None
     """Join the shard run folders into ``out``; returns the merged ``metrics.json``, whose
     ``merge`` key holds what :func:`completeness` found (and ``merge.warnings``). Raises
     :class:`UserError` for what the module docstring lists as refused; nothing is written then."""
-    from experiments.rollout import write_figures
+    from rescue_env.experiments.rollout import write_figures
 
     out = Path(out)
     if (problem := out_problem(out, [Path(s) for s in shards], overwrite)) is not None:
@@ -375,7 +375,7 @@ def merge_main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         report_error(str(exc), "rescue merge")
         return EXIT_USER_ERROR
-    from experiments.rollout import console_table
+    from rescue_env.experiments.rollout import console_table
     from rescue_env.report import console_rows
 
     print(console_table(*console_rows(metrics)))

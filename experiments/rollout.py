@@ -4,8 +4,8 @@ dialogues, with a summary table, metrics files, plots and a one-page HTML report
 Run folder (``hydra.run.dir``): ``episodes.jsonl`` (benchmark schema + per-row state, one
 episode per line, appended as episodes finish; a rerun with the same folder skips finished
 episodes), ``run_config.json`` (the settings that define them: a rerun with others is
-refused, see :mod:`experiments.run_record`), ``metrics.json``, ``summary.csv``, ``plots/``,
-``report.html``. Exit code 3 when some episodes failed (:mod:`experiments.errors`).
+refused, see :mod:`rescue_env.experiments.run_record`), ``metrics.json``, ``summary.csv``, ``plots/``,
+``report.html``. Exit code 3 when some episodes failed (:mod:`rescue_env.experiments.errors`).
 
 The episodes are played by :func:`rescue_env.rollout.run_episodes` over the folder's
 :class:`~rescue_env.rollout.EpisodeJournal`: calibrated runs one episode at a time, LLM runs
@@ -38,11 +38,11 @@ from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 from tqdm import tqdm
 
-from agents import make_agent
-from agents.sb3 import load_policy, policy_scenario
-from experiments.common import load_playable, run_dir
-from experiments.config import env_config, make_llm_backend, register_configs, reward_config
-from experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
+from rescue_env.agents import make_agent
+from rescue_env.agents.sb3 import load_policy, policy_scenario
+from rescue_env.experiments.common import load_playable, run_dir
+from rescue_env.experiments.config import env_config, make_llm_backend, register_configs, reward_config
+from rescue_env.experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
 from rescue_env.atomic import atomic_open, atomic_write_text
 from rescue_env.data import load_dialogues, resolve_data_paths
 from rescue_env.envs.gym_env import GroupSupportEnv
@@ -257,7 +257,7 @@ def console_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def elapsed_text(t_run: float) -> str:
     """'X s' since the command started (imports included) and the part in this job."""
-    from experiments import STARTED
+    from rescue_env.experiments import STARTED
 
     job = time.perf_counter() - t_run
     total = time.perf_counter() - STARTED
@@ -390,7 +390,7 @@ def usage_html(usage: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="rollout")
+@hydra.main(version_base="1.3", config_path="pkg://rescue_env.conf", config_name="rollout")
 @user_errors
 def main(cfg: DictConfig) -> None:
     # torch (pulled by SB3 agents) would otherwise take every core for tiny policy nets

@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.errors import UserError
+from rescue_env.experiments.errors import UserError
 from rescue_env.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)

@@ -46,8 +46,8 @@ import yaml
 from hydra.experimental.callback import Callback
 from tabulate import tabulate
 
-from experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, report_error
-from experiments.sweep import read_status
+from rescue_env.experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, report_error
+from rescue_env.experiments.sweep import read_status
 from rescue_env.atomic import atomic_open, atomic_write_text, save_figure
 from rescue_env.jsonl import dumps, finite_or_null
 from rescue_env.rollout import mean_ci
@@ -300,7 +300,7 @@ def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, pl
     if plot and result["rows"]:
         plot_summary(result, root / "summary.png")
         if any("stp_r1" in r for r in result["rows"]):
-            from experiments.frontier import plot_frontier
+            from rescue_env.experiments.frontier import plot_frontier
 
             plot_frontier(result, root / "frontier.png")
 

@@ -57,7 +57,7 @@ def refuse_job(code: int, message: str) -> None:
 def run_job(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> int:
     """Run one job of a sweep and return its exit status; it never raises nor exits (except
     on Ctrl-C), and it records the status in the job's folder."""
-    from experiments.errors import EXIT_BUG, EXIT_USER_ERROR, USER_ERRORS, report_error, take_outcome
+    from rescue_env.experiments.errors import EXIT_BUG, EXIT_USER_ERROR, USER_ERRORS, report_error, take_outcome
 
     global _refusal
     refusal, _refusal = _refusal, None

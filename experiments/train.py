@@ -16,7 +16,7 @@ Examples::
     rescue train resume=outputs/train/.../checkpoints/rl_model_40000_steps.zip
     rescue train experiment=grounded data.path=[...] env.max_members=3   # grounded in real moves
 
-``experiment=grounded`` (the ``prior`` settings; :mod:`agents.grounded`) adds, after the model
+``experiment=grounded`` (the ``prior`` settings; :mod:`rescue_env.agents.grounded`) adds, after the model
 is built: the behaviour prior (fitted on the training dialogues or read from ``prior.path``),
 behaviour cloning on the real moves, the KL penalty, and in ``metrics.json`` the agreement with
 real therapists on the held-out real dialogues beside the σ* margin over the heuristic.
@@ -41,12 +41,12 @@ from stable_baselines3.common.logger import KVWriter, TensorBoardOutputFormat, c
 from stable_baselines3.common.utils import set_random_seed
 from tabulate import tabulate
 
-from agents import make_agent
-from agents.sb3 import SB3Agent, algo_class
-from experiments import tracking
-from experiments.common import load_playable, run_dir
-from experiments.config import env_config, register_configs, reward_config
-from experiments.errors import ConfigError, user_errors
+from rescue_env.agents import make_agent
+from rescue_env.agents.sb3 import SB3Agent, algo_class
+from rescue_env.experiments import tracking
+from rescue_env.experiments.common import load_playable, run_dir
+from rescue_env.experiments.config import env_config, register_configs, reward_config
+from rescue_env.experiments.errors import ConfigError, user_errors
 from rescue_env.atomic import atomic_write_text
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.envs.vec_env import GroupSupportVecEnv
@@ -83,10 +83,10 @@ class NamespacedTensorBoard(KVWriter):
 def split_dialogues(dialogues: list, holdout: float) -> tuple[list, list]:
     """(train, held-out) split of one scenario's dialogues, fixed across training seeds.
 
-    Whole couples or families are held out (:func:`agents.prior.session_groups`: a group's
+    Whole couples or families are held out (:func:`rescue_env.agents.prior.session_groups`: a group's
     sessions leave together), in a fixed random order, until ``holdout`` of the dialogues
     are; with a single group, single dialogues are."""
-    from agents.prior import session_groups
+    from rescue_env.agents.prior import session_groups
 
     groups = session_groups(dialogues)
     names = list(dict.fromkeys(groups)) if len(set(groups)) > 1 else [str(i) for i in range(len(dialogues))]
@@ -227,7 +227,7 @@ def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
     if cfg.algo in ("maskable_ppo", "ppo"):
         policy = "MlpPolicy"
         if grounded(cfg):
-            from agents.grounded import PriorRegularisedPolicy
+            from rescue_env.agents.grounded import PriorRegularisedPolicy
 
             policy = PriorRegularisedPolicy
         return cls(policy, vec_env, n_steps=cfg.n_steps, batch_size=cfg.batch_size, ent_coef=cfg.ent_coef, **common)
@@ -250,11 +250,11 @@ def grounded(cfg: DictConfig) -> bool:
 def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out: Path) -> tuple[Any, dict[str, Any]]:
     """The behaviour prior of a grounded run (read from ``prior.path`` or fitted on the training
     dialogues and saved as ``prior.json``), behaviour cloning of a new model on the real moves,
-    and the KL penalty (:mod:`agents.grounded`). ``(None, {})`` for other runs."""
+    and the KL penalty (:mod:`rescue_env.agents.grounded`). ``(None, {})`` for other runs."""
     if not grounded(cfg):
         return None, {}
-    from agents.grounded import behaviour_clone, prior_on_obs, real_moves, regularise
-    from agents.prior import BehaviourPrior
+    from rescue_env.agents.grounded import behaviour_clone, prior_on_obs, real_moves, regularise
+    from rescue_env.agents.prior import BehaviourPrior
 
     scenario = cfg.env.scenario
     t0 = time.perf_counter()
@@ -275,7 +275,7 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
 def real_agreement(model: Any, prior: Any, train: list, held: list, scenario: str) -> dict[str, Any]:
     """ITP F1, STP R@1 and SSP R@1 (%) on the held-out real dialogues of the policy, the
     behaviour prior and the majority baseline (both fitted on ``train``)."""
-    from agents.prior import PriorAgent
+    from rescue_env.agents.prior import PriorAgent
     from rescue_env.tasks import AgentPredictor, make_baseline
     from rescue_env.tasks.runner import evaluate as evaluate_tasks
 
@@ -398,7 +398,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     return metrics
 
 
-@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="train")
+@hydra.main(version_base="1.3", config_path="pkg://rescue_env.conf", config_name="train")
 @user_errors
 def main(cfg: DictConfig) -> None:
     run(cfg, run_dir())

@@ -121,7 +121,7 @@ class GroupState:
     #: the turn just before the decision, as the real transcript tells it (extracted states;
     #: the simulator leaves them empty): the latest client speaker, the last row's utterance
     #: type and whom that row addressed. Not part of equality (bookkeeping for models of the
-    #: therapist's next move, e.g. :mod:`agents.prior`).
+    #: therapist's next move, e.g. :mod:`rescue_env.agents.prior`).
     last_client: str | None = None
     last_utterance_type: str = ""
     last_addressee: tuple[str, ...] = ()

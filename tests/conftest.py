@@ -140,7 +140,7 @@ class CliResult:
 @pytest.fixture
 def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     """``run_cli("data", "validate", path)`` → exit code, stdout and stderr of ``rescue``."""
-    from experiments.cli import main
+    from rescue_env.experiments.cli import main
 
     def run(*argv: str | Path) -> CliResult:
         capsys.readouterr()  # drop anything printed before

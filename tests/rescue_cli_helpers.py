@@ -22,11 +22,11 @@ class Run:
 
 
 def invoke(argv: list[str], *, env: dict[str, str] | None = None) -> Run:
-    """``rescue ARGV`` in this process (``experiments.cli.main``), capturing stdout/stderr
+    """``rescue ARGV`` in this process (``rescue_env.experiments.cli.main``), capturing stdout/stderr
     (Hydra's console log handler included: it binds ``sys.stdout`` when the job starts) and
     restoring ``sys.argv`` and the environment afterwards. A Hydra failure (which exits)
     comes back as ``rc != 0``."""
-    from experiments.cli import main
+    from rescue_env.experiments.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:

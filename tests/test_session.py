@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from experiments.cli import main as cli_main
+from rescue_env.experiments.cli import main as cli_main
 from rescue_env.data import THERAPIST, Dialogue, load_dialogues, write_jsonl
 from rescue_env.dynamics import TO_GROUP, TO_THERAPIST, ClientTurn
 from rescue_env.envs.gym_env import GroupSupportEnv

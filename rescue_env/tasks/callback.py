@@ -6,7 +6,7 @@ dialogues through state extraction, and logs the figures under ``tasks/…`` tag
 (``tasks/itp_f1``, ``tasks/stp_recall_at_1``, ``tasks/ssp_mrr``…), so training can be
 watched against the real therapists' choices.
 
-    from agents.sb3 import SB3Agent
+    from rescue_env.agents.sb3 import SB3Agent
     from rescue_env.tasks.callback import TaskEvalCallback
 
     policy = lambda model, scenario: SB3Agent(model, scenario, deterministic=True, name="policy")
@@ -49,7 +49,7 @@ class TaskEvalCallback(BaseCallback):
             the policy itself predicts no pattern).
         profile: ``paper`` or ``released`` instance sets.
         agent_factory: ``(model, scenario) -> agent`` of the agent protocol (e.g. the
-            project's ``agents.sb3.SB3Agent``; ``rescue_env`` does not import the agents).
+            project's ``rescue_env.agents.sb3.SB3Agent``; ``rescue_env`` does not import the agents).
         pattern_classifier: RPP's classifier (e.g. the calibrated simulator's).
 
     The last figures are kept in :attr:`last_results` (the ``tasks.json`` layout).

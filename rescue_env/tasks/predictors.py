@@ -16,7 +16,7 @@ Offline predictors here:
 - :class:`MajorityPredictor`, :class:`PriorPredictor`, :class:`RandomPredictor`: label
   statistics fitted on gold labels (by default of the evaluated dialogues themselves, the
   usual majority-baseline reference; pass ``fit_dialogues`` to fit elsewhere);
-- :class:`AgentPredictor`: any :class:`~agents.base.TherapistAgent` through state
+- :class:`AgentPredictor`: any :class:`~rescue_env.agents.base.TherapistAgent` through state
   extraction at the instance's row; RPP through a :class:`PatternClassifier`.
 
 All of them answer ER and VP with :class:`CarryForwardGenerator` (the speaker's last

@@ -94,7 +94,7 @@ def sb3_policies(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, st
 def build_agent(seeds: list[Dialogue], sb3_policies: dict[tuple[str, str], Path]) -> Callable[..., Any]:
     """``build_agent(name, scenario, **kw)``: any agent through :func:`agents.make_agent`
     (SB3 agents load the fixture's policy for the scenario)."""
-    from agents import make_agent
+    from rescue_env.agents import make_agent
 
     def build(name: str, scenario: str, **kw: Any):
         if name in SB3_ALGOS:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents import AGENT_NAMES, make_agent
-from agents.heuristic import HeuristicAgent
+from rescue_env.agents import AGENT_NAMES, make_agent
+from rescue_env.agents.heuristic import HeuristicAgent
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.taxonomy.actions import ActionEncoding
 

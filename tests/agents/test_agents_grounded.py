@@ -10,7 +10,7 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from agents.grounded import PriorRegularisedPolicy, behaviour_clone, masked_kl, real_moves, regularise
+from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, masked_kl, real_moves, regularise
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 
 

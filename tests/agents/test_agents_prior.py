@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from agents import make_agent
-from agents.prior import BehaviourPrior, PriorAgent, cross_validate, real_decisions, session_groups
+from rescue_env.agents import make_agent
+from rescue_env.agents.prior import BehaviourPrior, PriorAgent, cross_validate, real_decisions, session_groups
 from rescue_env.envs.common import Observer
 from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import patterns

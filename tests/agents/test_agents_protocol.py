@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents import Ranking, TherapistAgent
+from rescue_env.agents import Ranking, TherapistAgent
 from rescue_env.data.schema import GROUP_LABELS
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.state import iter_states

@@ -185,7 +185,7 @@ def test_fidelity_table_and_plot(seeds, tmp_path):
 def test_rescue_calibrate_cli(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "experiments.cli", "calibrate", f"hydra.run.dir={run}", "folds=3", "sim_draws=5"],
+        [sys.executable, "-m", "rescue_env.experiments.cli", "calibrate", f"hydra.run.dir={run}", "folds=3", "sim_draws=5"],
         cwd=REPO,
         capture_output=True,
         text=True,

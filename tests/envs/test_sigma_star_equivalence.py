@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from agents import make_agent
+from rescue_env.agents import make_agent
 from rescue_env.equivalence import AGENTS, ENV_IDS, Estimate, design_summary, load_reference, measure
 
 REFERENCE_PATH = Path(__file__).resolve().parent / "data" / "sigma_star_reference.json"

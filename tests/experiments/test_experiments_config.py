@@ -1,5 +1,5 @@
 """Config composition of every command and group option without Hydra's CLI
-(``experiments.config.compose``), bad overrides, the launchers, and no key in any config."""
+(``rescue_env.experiments.config.compose``), bad overrides, the launchers, and no key in any config."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from experiments.config import CONF_DIR, compose, register_configs
+from rescue_env.experiments.config import CONF_DIR, compose, register_configs
 
 COMPOSE_ERRORS = (HydraException, OmegaConfBaseException)
 
@@ -182,7 +182,7 @@ def _yaml(path) -> dict:
 
 @pytest.mark.parametrize("group", [*GROUP_SCHEMAS, "llm"])
 def test_group_options_hold_only_what_differs_from_the_schema(group):
-    import experiments.config as schemas
+    import rescue_env.experiments.config as schemas
     from rescue_env.llm.config import LLMConfig
 
     defaults = _defaults_of(LLMConfig if group == "llm" else getattr(schemas, GROUP_SCHEMAS[group]))
@@ -203,7 +203,7 @@ def test_every_command_composes_from_its_registered_schema_and_restates_none_of_
 
 
 def test_judge_settings_are_typed_and_checked_at_composition():
-    from experiments.judge import judge_config
+    from rescue_env.experiments.judge import judge_config
 
     cfg = compose("judge", ["scorer=llm", "twins.items_per_agent=2", "llm.model=m"])
     settings = judge_config(cfg)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.errors import EXIT_SOME_FAILED, EXIT_USER_ERROR
+from rescue_env.experiments.errors import EXIT_SOME_FAILED, EXIT_USER_ERROR
 
 ROLLOUT = ("episodes=1", "agents=[never]", "progress=false", "report=false")
 
@@ -221,7 +221,7 @@ def test_a_bug_exits_1_with_its_traceback_and_no_key(rescue, tmp_path, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError(f"unexpected reply quoting key {secret}")
 
-    monkeypatch.setattr("experiments.rollout.run", broken)
+    monkeypatch.setattr("rescue_env.experiments.rollout.run", broken)
     out = tmp_path / "run"
     run = rescue(["rollout", f"hydra.run.dir={out}", *ROLLOUT], env={"OPENAI_API_KEY": secret})
     assert run.rc == 1 and "Traceback" in run.err and "RuntimeError: unexpected reply quoting key [redacted]" in run.err

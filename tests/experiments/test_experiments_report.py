@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.cli import main
+from rescue_env.experiments.cli import main
 
 
 def test_report_is_rebuilt_from_the_run_folder(rollout_run, tmp_path: Path, capsys):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.errors import EXIT_USER_ERROR
+from rescue_env.experiments.errors import EXIT_USER_ERROR
 
 BASE = ("episodes=2", "agents=[heuristic]", "progress=false", "report=false")
 

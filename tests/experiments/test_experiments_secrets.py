@@ -72,7 +72,7 @@ def test_resumed_train_with_log_lines_leaks_nothing(train_run, rescue, tiny_trai
 def test_rollout_with_the_openai_preset_leaks_nothing(monkeypatch, tmp_path, sentinel, capsys):
     import sys
 
-    from experiments.cli import main
+    from rescue_env.experiments.cli import main
 
     monkeypatch.setenv("OPENAI_API_KEY", sentinel)
     monkeypatch.setattr(sys, "argv", list(sys.argv))

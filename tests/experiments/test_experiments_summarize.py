@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.summarize import main as summarize_main
-from experiments.summarize import summarize
+from rescue_env.experiments.summarize import main as summarize_main
+from rescue_env.experiments.summarize import summarize
 
 
 def fake_train_job(folder: Path, overrides: list[str], policy: float, heuristic: float, delta: float) -> None:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.sweep import JOB_STATUS, SweepOutcome, sweep_outcome, write_status
+from rescue_env.experiments.sweep import JOB_STATUS, SweepOutcome, sweep_outcome, write_status
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ def test_one_bad_job_of_a_joblib_sweep_spares_the_others(tmp_path):
     # two jobs run at once (the default launcher: joblib, n_jobs=2); job 1's data file does
     # not exist, which only the job itself finds out
     args = [
-        sys.executable, "-m", "experiments.cli", "rollout", "-m", f"hydra.sweep.dir={sweep_dir}",
+        sys.executable, "-m", "rescue_env.experiments.cli", "rollout", "-m", f"hydra.sweep.dir={sweep_dir}",
         "episodes=1", "agents=[never,heuristic]", "progress=false", "report=false", f"data.path=null,{missing}",
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -34,7 +34,7 @@ def scalar_tags(run_dir: Path) -> dict[str, list]:
 def test_model_zip_loads_and_plays(train_run):
     from sb3_contrib import MaskablePPO
 
-    from agents import make_agent
+    from rescue_env.agents import make_agent
 
     model = MaskablePPO.load(train_run.dir / "model.zip", device="cpu")
     assert model.num_timesteps == 256 and model.action_space.n == 31
@@ -163,7 +163,7 @@ def test_unknown_algo_errors(rescue, tiny_train, tmp_path):
 
 
 def test_a_value_based_algo_trains_and_plays_valid_actions(rescue, tmp_path):
-    from agents.sb3 import SB3Agent, load_policy
+    from rescue_env.agents.sb3 import SB3Agent, load_policy
     from rescue_env.envs.gym_env import GroupSupportEnv
 
     out = tmp_path / "dqn"
@@ -255,7 +255,7 @@ def test_rescue_train_on_a_terminal_shows_the_progress_bar_and_exits_0(tiny_trai
     repo = Path(__file__).resolve().parents[2]
     primary, secondary = pty.openpty()
     env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "120", "TERM": "xterm"}
-    args = [sys.executable, "-m", "experiments.cli", "train", f"hydra.run.dir={tmp_path / 'run'}", *tiny_train]
+    args = [sys.executable, "-m", "rescue_env.experiments.cli", "train", f"hydra.run.dir={tmp_path / 'run'}", *tiny_train]
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdin=secondary, stdout=secondary, stderr=secondary)
     os.close(secondary)
     output = bytearray()
@@ -282,7 +282,7 @@ def test_rescue_train_on_a_terminal_shows_the_progress_bar_and_exits_0(tiny_trai
 def test_held_out_dialogues_are_whole_couples():
     from dataclasses import replace
 
-    from experiments.train import split_dialogues
+    from rescue_env.experiments.train import split_dialogues
     from rescue_env.data import load_dialogues
 
     base = next(d for d in load_dialogues() if d.scenario == "couple")
@@ -296,7 +296,7 @@ def test_held_out_dialogues_are_whole_couples():
 def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     """experiment=grounded on real couples: behaviour cloning, the KL penalty, the σ* margin
     over the heuristic and agreement with real therapists on held-out real dialogues."""
-    from agents.prior import BehaviourPrior
+    from rescue_env.agents.prior import BehaviourPrior
 
     out = tmp_path / "grounded"
     args = ["experiment=grounded", f"data.path={real_more_path}", "env.max_members=3", "total_timesteps=128", "n_envs=2", "n_steps=64",

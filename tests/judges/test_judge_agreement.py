@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.judge import agreement_main
+from rescue_env.experiments.judge import agreement_main
 from rescue_env.judges.agreement import AgreementInputError, compute_agreement, read_scores
 
 # empathy:     judge  h1  h2          recognition: judge  h1  h2

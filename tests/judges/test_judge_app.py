@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from judge_fakes import FakeJudgeClient, write_rollout
 
-import experiments.judge as app
+import rescue_env.experiments.judge as app
 from rescue_env.judges.agreement import read_scores
 
 CONF = str(Path(app.__file__).resolve().parents[1] / "conf")
@@ -62,7 +62,7 @@ def test_offline_app_writes_every_output(tmp_path: Path) -> None:
     lines = (run / "judge_scores.csv").read_text().splitlines()
     body = [ln.replace(",judge,", f",{rater},") for ln in lines[1:] for rater in ("h1", "h2")]
     human.write_text("\n".join([lines[0], *body]) + "\n")
-    from experiments.cli import main as rescue
+    from rescue_env.experiments.cli import main as rescue
 
     assert rescue(["judge", "agreement", "--human", str(human), "--run", str(run)]) == 0
     agreement = json.loads((run / "agreement.json").read_text())
@@ -93,7 +93,7 @@ def test_data_path_without_run_dir_writes_to_out_dir(tmp_path: Path) -> None:
 def test_bad_options_fail_clearly(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="scorer"):
         app.judge_config(_cfg(["scorer=gpt"]))
-    from experiments.errors import UserError
+    from rescue_env.experiments.errors import UserError
 
     with pytest.raises(UserError, match="episodes.jsonl"):
         app.run(_cfg([f"run_dir={tmp_path}", "progress=false"]))

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from judge_fakes import FakeJudgeClient, write_rollout
 
-import experiments.judge as app
+import rescue_env.experiments.judge as app
 
 mock_server = pytest.importorskip("rescue_env.llm.mock_server")
 CONF = str(Path(app.__file__).resolve().parents[1] / "conf")

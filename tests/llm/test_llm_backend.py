@@ -14,7 +14,7 @@ import pytest
 from rescue_env import parallel_env
 from llm_episodes import varied_responder
 
-from agents.llm import LLMTherapist
+from rescue_env.agents.llm import LLMTherapist
 from rescue_env.data import THERAPIST, load_dialogues
 from rescue_env.dynamics import ClientTurn, TherapistMove
 from rescue_env.envs.gym_env import GroupSupportEnv
@@ -329,7 +329,7 @@ def test_rank_from_top3_lists(serve, client_for, family):
 
 
 def test_make_agent_builds_the_llm_therapist(serve, client_for):
-    from agents import make_agent
+    from rescue_env.agents import make_agent
 
     agent = make_agent("llm", "couple", client=client_for(serve()), window=4, show_state=False)
     assert isinstance(agent, LLMTherapist) and agent.name == "llm" and agent.window == 4 and not agent.show_state

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from llm_episodes import WORDS, varied_responder
 
-from agents.heuristic import HeuristicAgent
-from agents.llm import LLMTherapist
+from rescue_env.agents.heuristic import HeuristicAgent
+from rescue_env.agents.llm import LLMTherapist
 from rescue_env import parallel_env
 from rescue_env.data import load_dialogues
 from rescue_env.llm import run_sync

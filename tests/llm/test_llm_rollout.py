@@ -216,7 +216,7 @@ def test_interrupted_run_resumes_to_the_same_file(sig, serve, data, tmp_path):
     hold["path"] = cut / "episodes.jsonl"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "experiments.cli", *llm_args(server.base_url, data, cut, *extra)],
+        [sys.executable, "-m", "rescue_env.experiments.cli", *llm_args(server.base_url, data, cut, *extra)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

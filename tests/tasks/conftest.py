@@ -87,7 +87,7 @@ class StubAgent:
         return 0
 
     def rank(self, state, encoding):
-        from agents.base import Ranking
+        from rescue_env.agents.base import Ranking
 
         p = 0.9 if state.max_distress() > 0.5 else 0.1
         t = np.full(encoding.n_targets, 0.01)

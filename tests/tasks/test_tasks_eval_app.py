@@ -8,14 +8,14 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from experiments import eval_tasks
+from rescue_env.experiments import eval_tasks
 from rescue_env.tasks.predictors import AgentPredictor, check_agent_groups
 
 
 def _compose(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
-    from experiments.config import CONF_DIR
+    from rescue_env.experiments.config import CONF_DIR
 
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
         return compose(config_name="eval_tasks", overrides=overrides)
@@ -54,7 +54,7 @@ def test_app_runs_and_resumes(tmp_path, monkeypatch, capsys):
 
 
 def test_app_with_an_agent(tmp_path, monkeypatch):
-    pytest.importorskip("agents.registry")
+    pytest.importorskip("rescue_env.agents.registry")
     out = tmp_path / "agent"
     monkeypatch.setattr(sys, "argv", ["rescue-eval-tasks", "predictor=agent", "agent=heuristic", "tasks=[itp,ssp]", f"hydra.run.dir={out}", "progress=false", "torch_threads=null"])
     eval_tasks.main()
@@ -90,7 +90,7 @@ def test_an_agent_predictor_ranks_the_three_partner_couple_and_a_small_policy_re
 
     from rescue_env.data import GroupSizeError
 
-    registry = pytest.importorskip("agents.registry")
+    registry = pytest.importorskip("rescue_env.agents.registry")
     predictor = AgentPredictor(lambda scenario: registry.make_agent("heuristic", scenario))
     predictor.prepare("itp", "paper", real_more_dialogues)  # no member left out, no error
     small_policy = SimpleNamespace(observer=SimpleNamespace(cap=2), name="trained")

@@ -165,7 +165,7 @@ def test_a_policy_answers_at_its_own_group_cap_and_names_what_it_cannot(tmp_path
 
     from sb3_contrib import MaskablePPO
 
-    from agents import make_agent
+    from rescue_env.agents import make_agent
     from rescue_env.config import EnvConfig
     from rescue_env.data import load_dialogues
     from rescue_env.envs.vec_env import GroupSupportVecEnv
