@@ -123,8 +123,9 @@ def main(cfg: DictConfig) -> None:
         import torch
 
         torch.set_num_threads(int(cfg.torch_threads))
-    dialogues = load_dialogues(cfg.data.path, strict=bool(cfg.data.get("strict", False)))
-    fit = load_dialogues(cfg.fit_data) if cfg.get("fit_data") else None
+    # the paper profile counts and excludes out-of-taxonomy RPP gold: such a label is a warning here
+    dialogues = load_dialogues(cfg.data.path, strict=bool(cfg.data.get("strict", False)), unknown_patterns="warning")
+    fit = load_dialogues(cfg.fit_data, unknown_patterns="warning") if cfg.get("fit_data") else None
     predictor = build_predictor(cfg, fit, dialogues)
     judge = build_judge(cfg, predictor)
     print(f"eval-tasks: {len(dialogues)} dialogues from {describe_data_path(cfg.data.path)}; predictor {predictor.name}; profile {cfg.profile}; out {out_dir}")

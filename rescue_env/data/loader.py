@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from os import PathLike
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, NamedTuple, Union
 
 import ftfy
 
@@ -225,36 +225,42 @@ class ValidationReport:
 # public API
 
 
-def load_dialogues(path: DataPath = None, *, strict: bool = False) -> list[Dialogue]:
+def load_dialogues(path: DataPath = None, *, strict: bool = False, unknown_patterns: str = "error") -> list[Dialogue]:
     """Load every dialogue under ``path`` (a ``.jsonl`` file, a ``.json`` file, a directory,
     or a list of those: see :func:`resolve_data_paths`); the bundled seeds when ``path`` is
     ``None``. The one loader every command's ``data.path`` goes through.
 
     ``strict`` turns warnings (unknown strategy or utterance-type labels…) into errors. A
-    ``participants`` string, a speaker missing from ``participants`` and an unknown
-    relation-pattern label (``relation_pattern`` / ``relation_cycle_state``) are always
-    errors.
+    ``participants`` string and a speaker missing from ``participants`` are always errors.
+    An unknown relation-pattern label (``relation_pattern`` / ``relation_cycle_state``) is an
+    error by default (``unknown_patterns="error"``: a pattern seeds an episode's start state
+    and the fitted transitions, and a dropped label would start it from another pattern);
+    ``unknown_patterns="warning"`` makes it a warning and keeps the label, for readers that
+    count and exclude such labels (the RPP task's out-of-taxonomy gold).
 
     Raises:
         DataValidationError: one :class:`Problem` per error, nothing loaded.
     """
-    report = validate(path, strict=strict)
+    report = validate(path, strict=strict, unknown_patterns=unknown_patterns)
     if report.errors:
         raise DataValidationError(report.errors)
     return report.dialogues
 
 
-def validate(path: DataPath = None, *, strict: bool = False) -> ValidationReport:
+def validate(path: DataPath = None, *, strict: bool = False, unknown_patterns: str = "error") -> ValidationReport:
     """Check and parse everything under ``path`` (see :func:`load_dialogues`) without raising
     on data problems. Groups larger than their scenario's default env are warnings (see
     :func:`rescue_env.data.groups.group_size_warnings`)."""
     from rescue_env.data.groups import group_size_warnings
 
+    if unknown_patterns not in ("error", "warning"):
+        raise ValueError(f"unknown_patterns must be 'error' or 'warning', got {unknown_patterns!r}")
+    checks = _Checks(strict, unknown_patterns)
     roots, problems = _expand_data_path(path)
     report = ValidationReport(path=", ".join(str(r) for r in roots))
     dialogues: list[Dialogue] = []
     for root in roots:
-        _read_path(root, strict, dialogues, problems)
+        _read_path(root, checks, dialogues, problems)
 
     seen: dict[str, tuple[str, int]] = {}
     for d in dialogues:
@@ -273,7 +279,7 @@ def validate(path: DataPath = None, *, strict: bool = False) -> ValidationReport
     return report
 
 
-def _read_path(root: Path, strict: bool, dialogues: list[Dialogue], problems: list[Problem]) -> None:
+def _read_path(root: Path, checks: "_Checks", dialogues: list[Dialogue], problems: list[Problem]) -> None:
     """Parse one file or per-sample directory into ``dialogues``, its problems into ``problems``."""
     if not root.exists():
         problems.append(Problem(str(root), 0, "path", "does not exist", "a .jsonl file or a directory of .json files"))
@@ -283,17 +289,17 @@ def _read_path(root: Path, strict: bool, dialogues: list[Dialogue], problems: li
             problems.append(Problem(str(root), 0, "path", "directory holds no .json files", "one .json file per sample"))
         for f in files:
             sample_id = f.relative_to(root).with_suffix("").as_posix()
-            d, ps = _read_json_file(f, sample_id, strict)
+            d, ps = _read_json_file(f, sample_id, checks)
             problems.extend(ps)
             if d is not None:
                 dialogues.append(d)
     elif root.suffix == ".json":
-        d, ps = _read_json_file(root, root.stem, strict)
+        d, ps = _read_json_file(root, root.stem, checks)
         problems.extend(ps)
         if d is not None:
             dialogues.append(d)
     else:
-        ds, ps = _read_jsonl(root, strict)
+        ds, ps = _read_jsonl(root, checks)
         problems.extend(ps)
         dialogues.extend(ds)
 
@@ -322,18 +328,27 @@ def parse_dialogue(
     row_lines: list[int] | None = None,
     rows_line: int | None = None,
     strict: bool = False,
+    unknown_patterns: str = "error",
 ) -> tuple[Dialogue | None, list[Problem]]:
     """Parse one dialogue object. Returns ``(dialogue or None, problems)``; ``None`` only when
     the record has errors. ``row_lines`` gives the file line of each row and ``rows_line``
-    that of the ``rows`` key, when known (per-sample files)."""
-    return _DialogueParser(file, line, row_lines, strict, rows_line).parse(obj, sample_id)
+    that of the ``rows`` key, when known (per-sample files). ``strict`` and
+    ``unknown_patterns`` as in :func:`load_dialogues`."""
+    return _DialogueParser(file, line, row_lines, _Checks(strict, unknown_patterns), rows_line).parse(obj, sample_id)
+
+
+class _Checks(NamedTuple):
+    """How hard the parser is on labels (see :func:`load_dialogues`)."""
+
+    strict: bool = False
+    unknown_patterns: str = "error"
 
 
 # ---------------------------------------------------------------------------------------------
 # files
 
 
-def _read_jsonl(path: Path, strict: bool) -> tuple[list[Dialogue], list[Problem]]:
+def _read_jsonl(path: Path, checks: _Checks) -> tuple[list[Dialogue], list[Problem]]:
     file = str(path)
     try:
         text = read_text(path)
@@ -355,7 +370,7 @@ def _read_jsonl(path: Path, strict: bool) -> tuple[list[Dialogue], list[Problem]
             what = "truncated JSON" if truncated else "not valid JSON"
             problems.append(Problem(file, lineno, "record", f"{what}: {e.msg} (column {e.colno})", "one complete JSON object per line"))
             continue
-        d, ps = parse_dialogue(obj, file=file, line=lineno, strict=strict)
+        d, ps = parse_dialogue(obj, file=file, line=lineno, strict=checks.strict, unknown_patterns=checks.unknown_patterns)
         problems.extend(ps)
         if d is not None:
             dialogues.append(d)
@@ -389,7 +404,7 @@ def _row_line_numbers(text: str) -> list[int] | None:
     return lines
 
 
-def _read_json_file(path: Path, sample_id: str, strict: bool) -> tuple[Dialogue | None, list[Problem]]:
+def _read_json_file(path: Path, sample_id: str, checks: _Checks) -> tuple[Dialogue | None, list[Problem]]:
     file = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -407,7 +422,8 @@ def _read_json_file(path: Path, sample_id: str, strict: bool) -> tuple[Dialogue 
     key = _ROWS_FIELD.search(text)
     rows_line = text.count("\n", 0, key.start()) + 1 if key else 1
     return parse_dialogue(
-        obj, file=file, line=1, sample_id=sample_id, row_lines=_row_line_numbers(text), rows_line=rows_line, strict=strict
+        obj, file=file, line=1, sample_id=sample_id, row_lines=_row_line_numbers(text), rows_line=rows_line,
+        strict=checks.strict, unknown_patterns=checks.unknown_patterns,
     )
 
 
@@ -422,12 +438,13 @@ def _typename(v: Any) -> str:
 class _DialogueParser:
     """Parses one dialogue object, collecting problems with their file and line."""
 
-    def __init__(self, file: str, line: int, row_lines: list[int] | None, strict: bool, rows_line: int | None = None):
+    def __init__(self, file: str, line: int, row_lines: list[int] | None, checks: _Checks, rows_line: int | None = None):
         self.file = file
         self.line = line
         self.rows_line = rows_line or line
         self.row_lines = row_lines
-        self.strict = strict
+        self.strict = checks.strict
+        self.unknown_patterns = checks.unknown_patterns
         self.problems: list[Problem] = []
         self.row_i = -1
 
@@ -585,10 +602,11 @@ class _DialogueParser:
                 ("relation_cycle_state", row.relation_cycle_state),
                 ("relation_pattern", row.relation_pattern),
             ):
-                # always an error: the pattern seeds an episode's start state and the fitted
+                # an error by default: the pattern seeds an episode's start state and the fitted
                 # transitions, and a label dropped there would start it from another pattern
                 if label and label not in pattern_set:
-                    self.error(f"{fld}.{label_fld}", f"unknown {scenario} pattern {label!r}", f"one of {sorted(pattern_set)} or \"\" (no clear pattern)")
+                    report = self.error if self.unknown_patterns == "error" else self.warn
+                    report(f"{fld}.{label_fld}", f"unknown {scenario} pattern {label!r}", f"one of {sorted(pattern_set)} or \"\" (no clear pattern)")
             for j, s in enumerate(row.support_strategy):
                 if s.strategy_type and s.strategy_type not in strategy_set:
                     self.warn(

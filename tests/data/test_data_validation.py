@@ -266,6 +266,19 @@ def test_unknown_pattern_label_is_an_error_without_strict(tmp_path, run_cli, bas
     assert p.expected.startswith("one of [")
 
 
+def test_the_rpp_task_reads_an_unknown_pattern_label_as_out_of_taxonomy_gold(tmp_path, base_lines):
+    """eval-tasks loads with ``unknown_patterns="warning"``: the label is kept (RPP counts and
+    excludes it, as the paper profile says) and reported as a warning at its line."""
+    from rescue_env.data.loader import validate
+
+    lines, fld = edit(base_lines, 1, _unknown_relation_pattern)
+    path = write_lines(tmp_path / "labels.jsonl", lines)
+    report = validate(path, unknown_patterns="warning")
+    assert not report.errors and [(w.line, w.field) for w in report.warnings if "pattern" in w.message] == [(2, fld)]
+    with pytest.raises(ValueError, match="unknown_patterns"):
+        validate(path, unknown_patterns="ignore")
+
+
 @pytest.mark.parametrize("content", ["", "\n", "\n  \n\n"], ids=["zero-bytes", "newline", "blank-lines"])
 def test_empty_file(tmp_path, run_cli, content):
     path = tmp_path / "empty.jsonl"
