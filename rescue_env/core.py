@@ -43,7 +43,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, NamedTuple, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numba
 import numpy as np
@@ -1124,6 +1125,18 @@ class Core:
     def clear_behaviours(self, e: int) -> None:
         """Every client slot of session ``e`` is the model's again."""
         self.state.behaviour_type[e, :] = FREE
+
+    @contextmanager
+    def behaving(self, e: int, behaviours: dict[int, Any] | None) -> Iterator[None]:
+        """Client agents' ``behaviours`` (as :meth:`set_behaviours`) for the calls in the
+        ``with`` block, every slot the model's again after it; ``None`` or ``{}``: no change."""
+        if behaviours:
+            self.set_behaviours(e, behaviours)
+        try:
+            yield
+        finally:
+            if behaviours:
+                self.clear_behaviours(e)
 
     def set_state(self, e: int, *, distress: np.ndarray | None = None, stance: np.ndarray | None = None, pattern: str | None | int = -1) -> None:
         """Overwrite session ``e``'s distress (clipped to [0, 1]), stances (clipped to

@@ -155,26 +155,16 @@ class Simulation:
 
     def _calibrated(self, core: Core, action: int, behaviours: dict[int, Behaviour | None] | None) -> list[ClientTurn]:
         self._action[0] = action
-        if behaviours:
-            core.set_behaviours(0, behaviours)
-        try:
+        with core.behaving(0, behaviours):
             core.step(self._action)
-        finally:
-            if behaviours:
-                core.clear_behaviours(0)
         return _turns_of(core) if self.config.record_transcript else []
 
     async def _respond(self, core: Core, session: Session, action: int, move: TherapistMove, before: str | None, behaviours: dict[int, Behaviour | None] | None) -> list[ClientTurn]:
         """The client model's step: the calibrated transition says who speaks (and moves the
         silent members), the speakers' answers set their distress and stances, then σ*."""
         self._action[0] = action
-        if behaviours:
-            core.set_behaviours(0, behaviours)
-        try:
+        with core.behaving(0, behaviours):
             core.transition(self._action)
-        finally:
-            if behaviours:
-                core.clear_behaviours(0)
         session.state = core.state_view(0, session.state)
         turns = await self.clients.arespond(session, move, _turns_of(core), pattern_before=before, seed=core.step_seed(0), behaviours=behaviours or None)
         st = session.state
