@@ -53,6 +53,7 @@ import numpy as np
 
 from rescue_env.agents.base import Ranking
 from rescue_env.atomic import atomic_write_text
+from rescue_env.data.groups import session_groups
 from rescue_env.data.schema import GROUP_LABELS, THERAPIST, Dialogue
 from rescue_env.state import GroupState, StateTracker
 from rescue_env.taxonomy.actions import DEFAULT_MAX_MEMBERS, ActionEncoding
@@ -74,39 +75,6 @@ OPTION_FEATURES = (
     "individual", "dyad", "group", "distress", "has_worst", "untended", "stance_out",
     "last_client", "last_target", "addressed", "with_last_client", "group_after_group", "group_after_therapist",
 )  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------
-# session groups
-
-
-def session_groups(dialogues: Sequence[Dialogue]) -> list[str]:
-    """The couple or family each dialogue is a session of, for group k-fold.
-
-    Sessions under one sample-id prefix (RESCUE-BENCH files a couple's sessions as
-    ``couple_name/NNN_...``) are one group when they share at least two participants (the
-    order of ``participants`` varies; a family's sessions add or miss a child). The families
-    under ``family_therapy/`` are told apart that way; a couple is its prefix.
-    """
-    parent = list(range(len(dialogues)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    for i, a in enumerate(dialogues):
-        for j in range(i):
-            b = dialogues[j]
-            same = a.sample_id.split("/")[0] == b.sample_id.split("/")[0]
-            if same and len(set(a.participants) & set(b.participants)) >= min(2, len(a.participants)):
-                parent[root(i)] = root(j)
-    names = {}
-    for i in range(len(dialogues)):
-        r = root(i)
-        names.setdefault(r, f"{dialogues[r].sample_id.split('/')[0]}:{'+'.join(sorted(dialogues[r].participants))}")
-    prefixes = [names[root(i)].split(":")[0] for i in range(len(dialogues))]
-    return [p if sum(1 for r in names.values() if r.split(":")[0] == p) == 1 else names[root(i)] for i, p in enumerate(prefixes)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,7 +282,7 @@ class Decisions:
     speak: list[int]  # 1/0 after a client row; -1 after a therapist row (not a speak decision)
     target: list[tuple[int, ...]]  # addressed slots of a therapist move; () when none
     strategy: list[int]  # strategy index of a therapist move; -1 when none
-    group: list[str]  # the couple or family (:func:`session_groups`)
+    group: list[str]  # the couple or family (:func:`~rescue_env.data.groups.session_groups`)
 
 
 def real_decisions(dialogues: Sequence[Dialogue], scenario: str) -> Decisions:
@@ -324,7 +292,9 @@ def real_decisions(dialogues: Sequence[Dialogue], scenario: str) -> Decisions:
     strat = {s: i for i, s in enumerate(strategies(scenario))}
     out = Decisions([], [], [], [], [])
     mine = [d for d in dialogues if d.scenario == scenario]
-    for d, group in zip(mine, session_groups(mine)):
+    groups = session_groups(mine)
+    for d in mine:
+        group = groups[d.sample_id]
         tracker = StateTracker(d.scenario, d.participants)
         for k, row in enumerate(d.rows):
             if k > 0:
@@ -617,7 +587,7 @@ class PriorAgent:
 def cross_validate(dialogues: Sequence[Dialogue], tasks: Sequence[str] = ("itp", "stp", "ssp"), profile: str = "paper", C: float | dict[str, float] | None = None) -> dict[str, Any]:
     """Leave-one-group-out validation of the prior against the majority baseline.
 
-    Each fold holds out one couple or family (:func:`session_groups`: all its sessions), fits
+    Each fold holds out one couple or family (:func:`~rescue_env.data.groups.session_groups`: all its sessions), fits
     the prior and the majority baseline on the rest, and answers the held-out sessions' task
     instances; the answers of all folds are pooled and scored once (micro average, as the
     task runner does). Returns ``{predictor: {task: figures with by_scenario}}`` and the folds.
@@ -626,7 +596,8 @@ def cross_validate(dialogues: Sequence[Dialogue], tasks: Sequence[str] = ("itp",
     from rescue_env.tasks.predictors import AgentPredictor, MajorityPredictor
     from rescue_env.tasks.runner import aggregate, score_itp, score_ranking
 
-    groups = session_groups(dialogues)
+    by_id = session_groups(dialogues)
+    groups = [by_id[d.sample_id] for d in dialogues]
     records: dict[str, dict[str, list[dict]]] = {"prior": {t: [] for t in tasks}, "majority": {t: [] for t in tasks}}
     for held in sorted(set(groups)):
         test = [d for d, g in zip(dialogues, groups) if g == held]

@@ -83,12 +83,13 @@ class NamespacedTensorBoard(KVWriter):
 def split_dialogues(dialogues: list, holdout: float) -> tuple[list, list]:
     """(train, held-out) split of one scenario's dialogues, fixed across training seeds.
 
-    Whole couples or families are held out (:func:`rescue_env.agents.prior.session_groups`: a group's
+    Whole couples or families are held out (:func:`rescue_env.data.groups.session_groups`: a group's
     sessions leave together), in a fixed random order, until ``holdout`` of the dialogues
     are; with a single group, single dialogues are."""
-    from rescue_env.agents.prior import session_groups
+    from rescue_env.data.groups import session_groups
 
-    groups = session_groups(dialogues)
+    by_id = session_groups(dialogues)
+    groups = [by_id[d.sample_id] for d in dialogues]
     names = list(dict.fromkeys(groups)) if len(set(groups)) > 1 else [str(i) for i in range(len(dialogues))]
     if len(set(groups)) <= 1:
         groups = names

@@ -21,7 +21,7 @@ scored on the held-out one:
   the variance of its h-step change (a variogram), the pattern change rate and occupancy,
   and the stance drift.
 
-Folds hold out whole groups (:func:`~rescue_env.dynamics.fit.session_groups`).
+Folds hold out whole groups (:func:`~rescue_env.data.groups.session_groups`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ import numpy as np
 from rescue_env.atomic import save_figure
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics.calibrated import CalibratedModel
-from rescue_env.dynamics.fit import PriorStrength, extract_transitions, fit_scenario, session_groups
+from rescue_env.data.groups import session_groups
+from rescue_env.dynamics.fit import PriorStrength, extract_transitions, fit_scenario
 from rescue_env.dynamics.priors import pattern_states
 from rescue_env.dynamics.replay import extract_moves, extract_steps, move_action, replay, simulate_moves
 from rescue_env.taxonomy.labels import strategies
@@ -115,7 +116,7 @@ class ScenarioFidelity:
 
 def _group_folds(dialogues: list[Dialogue], k: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Dialogue indices of ``k`` folds that keep each group's sessions together
-    (:func:`~rescue_env.dynamics.fit.session_groups`): groups in random order, each to the
+    (:func:`~rescue_env.data.groups.session_groups`): groups in random order, each to the
     fold with the fewest dialogues so far (folds stay balanced when one group has many)."""
     groups = session_groups(dialogues)
     names = sorted(set(groups.values()))

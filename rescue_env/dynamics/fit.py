@@ -31,7 +31,8 @@ thin data set moves the numbers only as far as its counts justify. What is count
 - **simulated moments**: the strategies' mean effects and the stance dynamics' scale matched
   to the data by replaying the real moves in the model (:func:`calibrate_by_simulation`).
 
-Groups (a couple, a family) are linked across sessions by :func:`session_groups`.
+Groups (a couple, a family) are linked across sessions by
+:func:`~rescue_env.data.groups.session_groups`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Iterable
 
 import numpy as np
 
+from rescue_env.data.groups import group_id, session_groups
 from rescue_env.data.schema import Dialogue
 from rescue_env.dynamics import priors
 from rescue_env.dynamics.params import DynamicsParams, ScenarioParams
@@ -90,46 +92,6 @@ class EffectRecord:
     member: int = -1  # the member's slot: (dialogue, member) is one client
     #: who the client is across dialogues (:func:`client_id`); ``""``: (dialogue, member)
     client: str = ""
-
-
-def group_id(dialogue: Dialogue) -> str:
-    """The couple or family a dialogue is a session of, from the dialogue alone: its sample
-    id's first part and its participants (RESCUE-BENCH files several sessions of one couple
-    under one prefix; the bundled seeds share a prefix but not their people). Sessions of one
-    family with members who come and go are linked only by :func:`session_groups`."""
-    return f"{dialogue.sample_id.split('/')[0]}:{'+'.join(sorted(dialogue.participants))}"
-
-
-def session_groups(dialogues: Iterable[Dialogue]) -> dict[str, str]:
-    """``sample_id -> group``: the couple or family each dialogue is a session of. Two
-    dialogues are sessions of one group when their sample ids share the first part and they
-    share at least two participants (case-folded; all of them in a group of one or two): the
-    release files all families under ``family_therapy/`` and a family brings different members
-    to different sessions (Maria and Joel come with Laura, with Nick, with Laura and Josh).
-    Linked sessions form one group (connected components); its name is the smallest
-    :func:`group_id` among them. Cross-validation holds out whole groups; the population fit
-    treats a person seen in several sessions of a group as one client (:func:`client_id`)."""
-    ds = list(dialogues)
-    parent = list(range(len(ds)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    people = [{p.casefold() for p in d.participants} for d in ds]
-    for a in range(len(ds)):
-        for b in range(a):
-            if ds[a].sample_id.split("/")[0] == ds[b].sample_id.split("/")[0]:
-                shared = len(people[a] & people[b])
-                if shared >= min(2, len(people[a]), len(people[b])):
-                    parent[root(a)] = root(b)
-    names: dict[int, str] = {}
-    for i, d in enumerate(ds):
-        r = root(i)
-        names[r] = min(names.get(r, group_id(d)), group_id(d))
-    return {d.sample_id: names[root(i)] for i, d in enumerate(ds)}
 
 
 def client_id(dialogue: Dialogue, member: int, group: str | None = None) -> str:

@@ -12,7 +12,8 @@ import pytest
 from gymnasium import spaces
 
 from rescue_env.agents import make_agent
-from rescue_env.agents.prior import BehaviourPrior, PriorAgent, cross_validate, real_decisions, session_groups
+from rescue_env.agents.prior import BehaviourPrior, PriorAgent, cross_validate, real_decisions
+from rescue_env.data.groups import session_groups
 from rescue_env.envs.common import Observer
 from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import patterns
@@ -118,7 +119,8 @@ def test_session_groups_keep_a_couple_and_a_family_together(seeds):
         replace(fam, sample_id="family_therapy/002/merged", participants=[x, y, "Newborn"]),  # same family
         replace(fam, sample_id="family_therapy/003/merged", participants=["P", "Q", z]),  # another family
     ]
-    g = session_groups(ds)
+    by_id = session_groups(ds)
+    g = [by_id[d.sample_id] for d in ds]
     assert g[0] == g[1] != g[2]
     assert g[3] == g[4] != g[5]
     assert len(set(g)) == 4

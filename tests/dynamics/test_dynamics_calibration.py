@@ -15,7 +15,8 @@ import pytest
 from rescue_env.data import load_dialogues
 from rescue_env.dynamics import CalibratedModel, DynamicsParams, ScenarioParams
 from rescue_env.dynamics.fidelity import evaluate_fidelity, format_fidelity, plot_fidelity
-from rescue_env.dynamics.fit import TRANSITION_STRENGTHS, extract_effects, extract_transitions, fit_params, fit_scenario, group_id, prior_params
+from rescue_env.data.groups import group_id
+from rescue_env.dynamics.fit import TRANSITION_STRENGTHS, extract_effects, extract_transitions, fit_params, fit_scenario, prior_params
 from rescue_env.dynamics.priors import transition_prior
 from rescue_env.envs.gym_env import GroupSupportEnv
 from rescue_env.taxonomy.labels import strategies

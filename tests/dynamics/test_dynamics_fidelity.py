@@ -11,7 +11,7 @@ import pytest
 
 from rescue_env.data import load_dialogues
 from rescue_env.dynamics.fidelity import HORIZONS, _group_folds, evaluate_fidelity
-from rescue_env.dynamics.fit import session_groups
+from rescue_env.data.groups import session_groups
 from rescue_env.dynamics.replay import extract_steps
 
 
