@@ -45,7 +45,7 @@ from rescue_env.atomic import atomic_write_text
 from rescue_env.comparison import DEFAULT_REFERENCE, check_reference, compare
 from rescue_env.jsonl import JsonlError, read_objects, read_records
 from rescue_env.report import write_report
-from rescue_env.rollout import EpisodeRecord, record_from_json
+from rescue_env.rollout import EpisodeRecord, record_from_json, record_key
 
 #: The keys of a shard's ``.hydra/config.yaml`` that must match across shards besides its
 #: ``run_config.json``: the extent of the run (a shard with other agents or more episodes
@@ -180,7 +180,7 @@ def read_shard(folder: str | Path) -> Shard:
     try:
         for n, line, obj in read_records(source):
             try:
-                key = f"rollout/{obj['agent']}/{obj['seed_sample_id']}/ep{obj['episode']}"
+                key = record_key(obj["agent"], obj["seed_sample_id"], obj["episode"])
             except (KeyError, TypeError):
                 raise UserError(f"{source}:{n}: not an episode line (no agent, seed_sample_id or episode)") from None
             shard.lines[key] = line  # a key seen twice in one file: its last line (as on resume)
@@ -258,8 +258,8 @@ def planned_keys(shard: Shard) -> set[str] | None:
     None when that cannot be worked out (no config, the data moved)."""
     from omegaconf import OmegaConf
 
-    from rescue_env.experiments.rollout import agent_names, select_scenarios, shard_of, trained_scenario
     from rescue_env.data import describe_data_path, load_dialogues
+    from rescue_env.experiments.rollout import episode_jobs, select_scenarios, shard_of
 
     if not shard.config:
         return None
@@ -269,13 +269,7 @@ def planned_keys(shard: Shard) -> set[str] | None:
         dialogues = load_dialogues(data, strict=bool(cfg.data.strict))
         scenarios = select_scenarios(cfg.env.scenario, dialogues, describe_data_path(data))
         played = shard_of([d for d in dialogues if d.scenario in scenarios], cfg.shard)
-        return {
-            f"rollout/{name}/{d.sample_id}/ep{e}"
-            for name, policy in agent_names(cfg)
-            for d in played
-            if not policy or trained_scenario(policy) in (None, d.scenario)
-            for e in range(int(cfg.episodes))
-        }
+        return {job.key for job in episode_jobs(cfg, played, scenarios)}
     except Exception:  # noqa: BLE001 (any failure: the check falls back to metrics.json)
         return None
 
