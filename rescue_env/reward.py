@@ -11,7 +11,6 @@ weights.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from rescue_env.validation import check_range
@@ -43,14 +42,10 @@ class RewardConfig:
     gamma: float = 0.99
 
     def __post_init__(self) -> None:
-        for name in ("w_mean", "beta", "lam", "cost", "gamma"):
-            value = getattr(self, name)
-            # inf and NaN pass a plain range check (inf >= 0) and make σ* -inf or NaN, which
-            # metrics.json and episodes.jsonl cannot hold: refused here, where every path
-            # (config, env, vector env, training) builds its weights
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name}={value!r}: reward weights must be finite numbers")
-        # a negative weight turns the objective around (distress, coldness or talking rewarded)
+        # checked here, where every path (config, env, vector env, training) builds its
+        # weights: check_range refuses inf and NaN (σ* -inf or NaN, which metrics.json and
+        # episodes.jsonl cannot hold) and a negative weight turns the objective around
+        # (distress, coldness or talking rewarded)
         for name in ("w_mean", "beta", "lam", "cost"):
             check_range(self, name, 0.0, MAX_WEIGHT)
         check_range(self, "gamma", 0.0, 1.0)
