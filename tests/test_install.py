@@ -47,13 +47,22 @@ def test_no_module_imports_a_generic_top_level_name():
 
 @pytest.mark.timeout(180)
 def test_the_wheel_holds_one_top_level_package(tmp_path):
-    """Build the wheel as ``pip install .`` would and read its top-level names."""
+    """Build the wheel as ``pip install .`` would and read its top-level names. The build runs
+    on a copy of the sources: setuptools writes build/ and *.egg-info into the tree it builds."""
+    import shutil
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.nb[ci]", "*.pyc"))
     run = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist")],
         capture_output=True, text=True,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    (wheel,) = tmp_path.glob("rescue_env-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("rescue_env-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"rescue_env"}
