@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from rescue_env.data.errors import DataValidationError
 from rescue_env.llm.local_server import LocalServerError
+from rescue_env.rollout import RunFolderError
 from rescue_env.secrets import install_log_scrubber, scrub
 
 EXIT_OK = 0
@@ -46,7 +47,8 @@ class ConfigError(UserError):
 
 #: Exceptions reported as user errors (exit 2) without a traceback.
 # (the embedded LLM server's: not installed, no model file, it would not start)
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, DataValidationError, LocalServerError)
+# (a run folder holding both episodes files)
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, DataValidationError, LocalServerError, RunFolderError)
 
 # The worst outcome recorded by the jobs of this process (a sweep runs several): the
 # ``rescue`` entry point returns it once Hydra is done.

@@ -33,7 +33,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 
 from rescue_env.experiments import sweep
-from rescue_env.experiments.errors import EXIT_BUG, EXIT_USER_ERROR, ConfigError, UserError, fail, mark_composed, record_outcome
+from rescue_env.experiments.errors import EXIT_BUG, EXIT_USER_ERROR, USER_ERRORS, ConfigError, UserError, fail, mark_composed, record_outcome
+from rescue_env.rollout import EPISODES_FILES, episodes_file
 from rescue_env.secrets import has_url_credentials, looks_like_key
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -126,9 +127,9 @@ def _check_judge(cfg: DictConfig) -> None:
     """``rescue judge``'s ``run_dir`` must be a rollout folder (its settings are checked by
     their schema, like every command's)."""
     run_dir = cfg.get("run_dir")
-    if run_dir and not (Path(str(run_dir)) / "episodes.jsonl").is_file():
+    if run_dir and not episodes_file(str(run_dir)).is_file():  # both files: RunFolderError, a user error
         raise ConfigError(
-            f"run_dir={run_dir}: no episodes.jsonl there; run_dir must be a `rescue rollout` folder "
+            f"run_dir={run_dir}: no {' or '.join(EPISODES_FILES)} there; run_dir must be a `rescue rollout` folder "
             "(or leave run_dir unset and give data.path=DIALOGUES)"
         )
 
@@ -205,7 +206,7 @@ class ConfigGuard(Callback):
             # exiting here would take a joblib worker, and the jobs in flight, down with it
             try:
                 check_config(config, name, str(OmegaConf.select(config, "hydra.runtime.output_dir")))
-            except UserError as exc:
+            except USER_ERRORS as exc:
                 sweep.refuse_job(EXIT_USER_ERROR, str(exc))
             except Exception as exc:
                 traceback.print_exc()
@@ -222,7 +223,7 @@ class ConfigGuard(Callback):
     def _check(config: DictConfig, command: str, output_dir: str | None) -> None:
         try:
             check_config(config, command, output_dir)
-        except UserError as exc:
+        except USER_ERRORS as exc:
             fail(str(exc), exc)
         except Exception:  # a bug here must stop the run: Hydra would only warn and go on
             traceback.print_exc()

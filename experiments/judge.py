@@ -53,14 +53,16 @@ def judge_config(cfg: DictConfig) -> JudgeConfig:
 
 
 def load_inputs(cfg: DictConfig):
-    """The dialogues to judge: ``run_dir/episodes.jsonl``, else ``data.path`` (or the seeds)."""
+    """The dialogues to judge: the episodes file of ``run_dir`` (gzip or plain:
+    :func:`rescue_env.rollout.episodes_file`), else ``data.path`` (or the seeds)."""
     from rescue_env.data import load_dialogues
+    from rescue_env.rollout import episodes_file
 
     if cfg.run_dir:
-        episodes = Path(str(cfg.run_dir)) / "episodes.jsonl"
+        episodes = episodes_file(str(cfg.run_dir))
         if not episodes.is_file():
             raise UserError(
-                f"{episodes} not found; run_dir must be a `rescue rollout` folder "
+                f"{episodes} not found (nor the plain episodes.jsonl); run_dir must be a `rescue rollout` folder "
                 "(or leave run_dir unset and give data.path=DIALOGUES)"
             )
         return load_dialogues(episodes)

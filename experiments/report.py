@@ -1,10 +1,10 @@
 """``rescue report RUN_DIR``: re-render ``report.html`` and ``plots/`` of a rollout run folder
-from its ``episodes.jsonl`` (e.g. after an upgrade of the report, or for a run made with
+from its episodes file (e.g. after an upgrade of the report, or for a run made with
 ``report=false``), keeping a judge section that ``rescue judge`` put there.
 
 ``rescue merge OUT SHARD_DIR...``: join the run folders of a sharded rollout (``shard=i/n``
-jobs) into one new run folder ``OUT``: ``episodes.jsonl`` (each episode once, in canonical
-order), ``metrics.json`` (the comparison over all shards; each shard's own metrics under
+jobs) into one new run folder ``OUT``: ``episodes.jsonl.gz`` (each episode once, in canonical
+order; ``--plain``: ``episodes.jsonl``; shards of either form are merged), ``metrics.json`` (the comparison over all shards; each shard's own metrics under
 ``shards``; what the merge found under ``merge``), ``summary.csv`` and ``report.html``.
 
 What ``merge`` refuses (exit 2, nothing written):
@@ -24,7 +24,8 @@ What it warns about, counts under ``metrics.json["merge"]`` and answers with exi
 merge is written, but incomplete): a missing shard index (``0/2`` without ``1/2``), a
 partial shard (fewer episodes than its config plans: a killed job), failed episodes.
 
-Reads ``episodes.jsonl`` (every agent's episodes), ``metrics.json`` (the reference agent of
+Reads the episodes file (``episodes.jsonl.gz`` or ``episodes.jsonl``, whichever the folder
+holds: :func:`rescue_env.rollout.episodes_file`; every agent's episodes), ``metrics.json`` (the reference agent of
 the paired differences and the LLM usage, when present) and ``.hydra/config.yaml`` (shown in
 the report; ``snapshots``). ``--compare-to AGENT`` changes the reference agent; it must be an
 agent of the run. Every user error exits 2 (:mod:`rescue_env.experiments.errors`).
@@ -41,11 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from rescue_env.experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, UserError, report_error
-from rescue_env.atomic import atomic_write_text
+from rescue_env.atomic import atomic_open
 from rescue_env.comparison import DEFAULT_REFERENCE, check_reference, compare
-from rescue_env.jsonl import JsonlError, read_objects, read_records
+from rescue_env.jsonl import JsonlError, encode_lines, read_objects, read_records
 from rescue_env.report import write_report
-from rescue_env.rollout import EpisodeRecord, record_from_json, record_key
+from rescue_env.rollout import EPISODES_FILES, EpisodeRecord, RunFolderError, episodes_file, record_from_json, record_key
 
 #: The keys of a shard's ``.hydra/config.yaml`` that must match across shards besides its
 #: ``run_config.json``: the extent of the run (a shard with other agents or more episodes
@@ -54,8 +55,12 @@ EXTENT_KEYS = ("episodes", "agents", "agent.name")
 
 
 def episodes_path(run_dir: Path) -> Path:
-    """``run_dir/episodes.jsonl``; a :class:`UserError` when the folder is not a run folder."""
-    path = run_dir / "episodes.jsonl"
+    """The run folder's episodes file (:func:`episodes_file`); a :class:`UserError` when the
+    folder is not a run folder or holds both forms."""
+    try:
+        path = episodes_file(run_dir)
+    except RunFolderError as exc:
+        raise UserError(str(exc)) from None
     if not path.is_file() and (run_dir / "model.zip").is_file():  # a `rescue train` folder
         raise UserError(
             f"{run_dir} is a `rescue train` run folder (a policy, no episodes to report): play the policy with "
@@ -63,7 +68,7 @@ def episodes_path(run_dir: Path) -> Path:
             "that run folder gets the report"
         )
     if not path.is_file():
-        raise UserError(f"{path} does not exist: {run_dir} is not a `rescue rollout` run folder")
+        raise UserError(f"{run_dir} holds no episodes file ({' or '.join(EPISODES_FILES)}): it is not a `rescue rollout` run folder")
     return path
 
 
@@ -205,9 +210,10 @@ def out_problem(out: Path, shards: list[Path], overwrite: bool) -> str | None:
         return f"OUT {out} is also one of the shards; give a new folder for the merged run. {usage}"
     if not out.is_dir() or not any(out.iterdir()):
         return None
-    if (out / "episodes.jsonl").is_file() and not _read_json(out / "metrics.json").get("merged_from"):
+    held = [name for name in EPISODES_FILES if (out / name).is_file()]
+    if held and not _read_json(out / "metrics.json").get("merged_from"):
         return (
-            f"OUT {out} is a run folder (it holds episodes.jsonl), not a new folder: was OUT forgotten? "
+            f"OUT {out} is a run folder (it holds {held[0]}), not a new folder: was OUT forgotten? "
             f"Nothing was written. {usage}"
         )
     if _read_json(out / "metrics.json").get("merged_from"):
@@ -316,10 +322,23 @@ def completeness(shards: list[Shard]) -> tuple[dict[str, Any], list[str]]:
     return counts, warnings
 
 
-def merge_runs(out: str | Path, shards: list[str | Path], compare_to: str | None = None, *, overwrite: bool = False) -> dict:
+def episodes_path_for_merge(out: Path, compress: bool) -> Path:
+    """The episodes file a merge writes in ``out``: the form of an earlier merge there (one
+    file; the command never leaves both), else gzip when ``compress``."""
+    try:
+        return episodes_file(out, compress=compress)
+    except RunFolderError as exc:
+        raise UserError(str(exc)) from None
+
+
+def merge_runs(
+    out: str | Path, shards: list[str | Path], compare_to: str | None = None, *, overwrite: bool = False, compress: bool = True
+) -> dict:
     """Join the shard run folders into ``out``; returns the merged ``metrics.json``, whose
-    ``merge`` key holds what :func:`completeness` found (and ``merge.warnings``). Raises
-    :class:`UserError` for what the module docstring lists as refused; nothing is written then."""
+    ``merge`` key holds what :func:`completeness` found (and ``merge.warnings``). The
+    episodes go to ``episodes.jsonl.gz`` (``compress=False``: ``episodes.jsonl``; an earlier
+    merge replaced with ``overwrite`` keeps its file's form). Raises :class:`UserError` for
+    what the module docstring lists as refused; nothing is written then."""
     from rescue_env.experiments.rollout import write_figures
 
     out = Path(out)
@@ -345,8 +364,10 @@ def merge_runs(out: str | Path, shards: list[str | Path], compare_to: str | None
             records.setdefault(agent_of[key], []).append(record_from_json(json.loads(lines[key])))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise UserError(f"{key}: not an episode line ({exc})") from None
+    target = episodes_path_for_merge(out, compress)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "episodes.jsonl", "".join(lines[k] + "\n" for k in order))
+    with atomic_open(target, "wb") as fh:
+        fh.write(encode_lines([lines[k] for k in order], compress=target.name.endswith(".gz")))
     recorded = next((s.metrics for s in read if "compare_to" in s.metrics), {})
     comparison = compare(records, reference_of(records, compare_to, recorded))
     metrics = {"merged_from": [str(s) for s in shards], **comparison, "merge": {**counts, "warnings": warnings},
@@ -363,9 +384,10 @@ def merge_main(argv: list[str] | None = None) -> int:
     parser.add_argument("shards", nargs="+", help="the shards' run folders")
     parser.add_argument("--compare-to", default=None, help="reference agent of the paired Δ (default: the shards')")
     parser.add_argument("--overwrite", action="store_true", help="replace OUT when it holds an earlier merge")
+    parser.add_argument("--plain", action="store_true", help="write plain episodes.jsonl (default: gzip episodes.jsonl.gz)")
     args = parser.parse_args(argv)
     try:
-        metrics = merge_runs(args.out, args.shards, args.compare_to, overwrite=args.overwrite)
+        metrics = merge_runs(args.out, args.shards, args.compare_to, overwrite=args.overwrite, compress=not args.plain)
     except UserError as exc:
         report_error(str(exc), "rescue merge")
         return EXIT_USER_ERROR
@@ -381,7 +403,7 @@ def merge_main(argv: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rescue report", description="Re-render report.html of a rollout run folder.")
-    parser.add_argument("run_dir", help="a `rescue rollout` run folder (with episodes.jsonl)")
+    parser.add_argument("run_dir", help="a `rescue rollout` run folder (with episodes.jsonl.gz or episodes.jsonl)")
     parser.add_argument("--compare-to", default=None, help="reference agent of the paired Δ (default: the run's)")
     args = parser.parse_args(argv)
     try:

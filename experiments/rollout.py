@@ -1,9 +1,10 @@
 """``rescue rollout``: the main job — closed-loop episodes of therapist agents on the seed
 dialogues, with a summary table, metrics files, plots and a one-page HTML report.
 
-Run folder (``hydra.run.dir``): ``episodes.jsonl`` (benchmark schema + per-row state, one
-episode per line, appended as episodes finish; a rerun with the same folder skips finished
-episodes), ``run_config.json`` (the settings that define them: a rerun with others is
+Run folder (``hydra.run.dir``): ``episodes.jsonl.gz`` (benchmark schema + per-row state, one
+episode per line, gzip JSON Lines appended one member per episode as episodes finish;
+``compress=false``: plain ``episodes.jsonl``; a rerun with the same folder skips finished
+episodes and continues the file the folder holds, see :func:`rescue_env.rollout.episodes_file`), ``run_config.json`` (the settings that define them: a rerun with others is
 refused, see :mod:`rescue_env.experiments.run_record`), ``metrics.json``, ``summary.csv``, ``plots/``,
 ``report.html``. Exit code 3 when some episodes failed (:mod:`rescue_env.experiments.errors`).
 
@@ -12,7 +13,7 @@ The episodes are played by :func:`rescue_env.rollout.run_episodes` over the fold
 (``dynamics=llm`` and/or an ``llm`` agent) at most ``2 × llm.max_concurrency`` in flight over
 one LLM client, requests bounded by ``llm.max_concurrency``. An episode whose calls fail for
 good is recorded as failed with its reason (a rerun in the same folder tries it again) while
-the others go on; at the end ``episodes.jsonl`` is rewritten in the canonical order
+the others go on; at the end the episodes file is rewritten in the canonical order
 (scenario, agent, seed dialogue, episode), so interrupted-and-resumed, concurrent and
 replayed runs give the same file. The summary, ``metrics.json`` (``llm``) and
 ``report.html`` of LLM runs add the LLM usage: calls, tokens, cache hits, retries,
@@ -51,7 +52,7 @@ from rescue_env.jsonl import dumps, finite_or_null
 from rescue_env.report import console_rows, csv_rows, write_report
 from rescue_env.llm import UsageStats
 from rescue_env.llm.backend import client_from_config
-from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, RunOutcome, run_episodes
+from rescue_env.rollout import EpisodeJob, EpisodeJournal, EpisodeRecord, RunOutcome, episodes_file, run_episodes
 
 log = logging.getLogger(__name__)
 register_configs()
@@ -129,13 +130,13 @@ def episode_jobs(cfg: DictConfig, seeds: list, scenarios: list[str]) -> list[Epi
 
 
 def play(cfg: DictConfig, out: Path, jobs: list[EpisodeJob], dialogues: list, imitation_data: list) -> tuple[RunOutcome, dict[str, Any] | None]:
-    """Play ``jobs`` into ``out/episodes.jsonl`` (skipping the episodes finished there) and
+    """Play ``jobs`` into the episodes file of ``out`` (skipping the episodes finished there) and
     return the outcome with the LLM usage report (None for a run without LLM calls). LLM runs
     keep ``2 × llm.max_concurrency`` episodes in flight over one client; others play one
     episode at a time."""
     client = client_from_config(cfg.llm) if uses_llm(cfg) else None
     per_agent = {name: UsageStats() for name, _ in agent_names(cfg)}
-    with EpisodeJournal(out / "episodes.jsonl") as journal:
+    with EpisodeJournal(episodes_file(out, compress=cfg.compress)) as journal:
         done = journal.done
         bar = tqdm(total=len(jobs), initial=sum(job.key in done for job in jobs), desc="episodes", unit="ep", disable=not cfg.progress)
 

@@ -1,7 +1,9 @@
 """Run folders know their config: each resumable command records, in its run folder, the
 settings that define its results, and a rerun in that folder with other settings is refused.
 
-- ``rescue rollout`` → ``run_config.json``; resumable state: ``episodes.jsonl``.
+- ``rescue rollout`` → ``run_config.json``; resumable state: the episodes file
+  (``episodes.jsonl.gz`` or ``episodes.jsonl``: :func:`rescue_env.rollout.episodes_file`;
+  a folder holding both is refused unless started afresh).
 - ``rescue eval-tasks`` → ``run.json`` (key ``"config"``, beside the runner's own keys);
   resumable state: ``details.jsonl``.
 - ``rescue judge`` → ``judge_config.json``; outputs: ``judgements.jsonl`` and the rest.
@@ -26,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rescue_env.experiments.errors import UserError
 from rescue_env.atomic import atomic_write_text
+from rescue_env.rollout import EPISODES_FILES, episodes_file
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,9 @@ class RecordSpec:
     key: str | None = None
     #: the override that starts the folder afresh
     fresh: str = "overwrite=true"
+    #: called on a folder whose state a run would continue: raises for a state no run can
+    #: continue (a rollout folder holding both episodes files)
+    check_state: Callable[[Path], Any] | None = None
 
 
 def _container(cfg: DictConfig) -> dict[str, Any]:
@@ -129,7 +135,7 @@ def judge_defining(cfg: DictConfig) -> dict[str, Any]:
 
 
 SPECS: dict[str, RecordSpec] = {
-    "rollout": RecordSpec("run_config.json", ("episodes.jsonl",), rollout_defining),
+    "rollout": RecordSpec("run_config.json", EPISODES_FILES, rollout_defining, check_state=episodes_file),
     "eval_tasks": RecordSpec("run.json", ("details.jsonl",), eval_tasks_defining, key="config", fresh="resume=false"),
     "judge": RecordSpec("judge_config.json", ("judgements.jsonl",), judge_defining),
 }
@@ -193,6 +199,8 @@ def check_run_folder(command: str, cfg: DictConfig, folder: Path) -> None:
                 f"{folder} holds results made with other settings (differing: {shown}); "
                 f"give another folder (hydra.run.dir=...) or start this one afresh with {spec.fresh}"
             )
+    if has_state and not overwrite and spec.check_state is not None:
+        spec.check_state(folder)
     if has_state and previous is None and not overwrite:
         log.warning("%s holds results without a record of their config; resuming as asked", folder)
     if overwrite:

@@ -11,7 +11,8 @@ Episodes are seeded per (seed dialogue, episode index), identically for every ag
 agents are compared on the same starting states (common random numbers).
 
 :func:`run_episodes` is the runner of a whole job (``rescue rollout`` calls it): it plays the
-:class:`EpisodeJob` s that its :class:`EpisodeJournal` (``episodes.jsonl``) does not hold yet,
+:class:`EpisodeJob` s that its :class:`EpisodeJournal` (the run folder's episodes file,
+:func:`episodes_file`) does not hold yet,
 ``max_in_flight`` at a time (1 = one after another), appending each as it finishes, and
 ends with the file in the jobs' order. :func:`arun_episode` is one episode as a coroutine
 (the agent's ``aact`` and the env's ``astep`` are awaited, so LLM episodes share one event
@@ -24,6 +25,7 @@ record with the reason; the other episodes go on, and a later run redoes it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import json
@@ -43,7 +45,7 @@ from scipy import stats
 
 from rescue_env.concurrency import request_priority
 from rescue_env.data.schema import Dialogue
-from rescue_env.jsonl import dumps
+from rescue_env.jsonl import GZIP_MAGIC, decode, dumps, encode_line, encode_lines
 from rescue_env.envs.gym_env import GroupSupportEnv
 
 
@@ -290,13 +292,54 @@ async def arun_episodes(
     return records  # type: ignore[return-value]
 
 
-class EpisodeJournal:
-    """The ``episodes.jsonl`` of a run folder, kept whole under crashes and Ctrl-C.
+#: A run folder's episodes file: gzip JSON Lines (what a run writes by default) ...
+EPISODES_GZ = "episodes.jsonl.gz"
+#: ... or plain JSON Lines (``compress=false``, and every run folder of older versions).
+EPISODES_PLAIN = "episodes.jsonl"
+#: Both names, the default first.
+EPISODES_FILES = (EPISODES_GZ, EPISODES_PLAIN)
 
-    - Each finished episode is appended as one line by a single ``write`` to an ``O_APPEND``
-      descriptor: a killed process leaves whole lines only.
-    - Opening an existing file cuts a torn last line (from a crash elsewhere) and reads the
-      episodes there; a key seen twice keeps its last line.
+
+class RunFolderError(ValueError):
+    """A run folder no command can use as it is (it holds both episodes files): the message
+    names the files and the fix."""
+
+
+def episodes_file(run_dir: str | Path, *, compress: bool = True) -> Path:
+    """The episodes file of the run folder ``run_dir``: the one there (a folder of an older
+    version keeps its plain ``episodes.jsonl``; a resumed run appends to the form it finds),
+    else the one a new run writes: ``episodes.jsonl.gz`` when ``compress``, else
+    ``episodes.jsonl``. Readers check ``.is_file()`` on the result.
+
+    Raises:
+        RunFolderError: the folder holds both files (which one holds the run is unknown).
+    """
+    folder = Path(run_dir)
+    found = [folder / name for name in EPISODES_FILES if (folder / name).is_file()]
+    if len(found) > 1:
+        raise RunFolderError(
+            f"{folder} holds both {EPISODES_GZ} and {EPISODES_PLAIN}, so which one holds the run is unknown: "
+            f"keep one (compare them with `zcat {found[0]} | cmp - {found[1]}`), move the other out of the folder, "
+            "and run the command again"
+        )
+    if found:
+        return found[0]
+    return folder / (EPISODES_GZ if compress else EPISODES_PLAIN)
+
+
+class EpisodeJournal:
+    """A run folder's episodes file (:func:`episodes_file`), kept whole under crashes and
+    Ctrl-C; gzip JSON Lines or plain.
+
+    - Each finished episode is appended by a single ``write`` to an ``O_APPEND`` descriptor,
+      then ``fsync``: as one line, or, gzip, as one whole gzip member holding its line
+      (:func:`rescue_env.jsonl.encode_line`). A killed process leaves whole lines (members)
+      and at most one torn one at the end.
+    - Opening an existing file cuts a torn last line or member (from a crash elsewhere) and
+      reads the episodes there (:func:`read_journal`); a key seen twice keeps its last line.
+    - The form: an existing non-empty file keeps its own (told by its first bytes, so a
+      resumed run never mixes forms in one file); a new or empty one is gzip when ``path``
+      ends in ``.gz``.
     - :meth:`rewrite` replaces the file atomically (temporary file, then ``os.replace``) by
       one line per key in a given order, so runs that finished episodes in different orders
       (concurrency, resume) end with the same bytes.
@@ -310,6 +353,10 @@ class EpisodeJournal:
             self._lines.pop(record.key, None)
             self._lines[record.key] = line
             self._records[record.key] = record
+        with open(self.path, "rb") if self.path.is_file() else contextlib.nullcontext(None) as fh:
+            head = fh.read(len(GZIP_MAGIC)) if fh is not None else b""
+        #: lines are written as gzip members
+        self.compress = head == GZIP_MAGIC if head else self.path.name.endswith(".gz")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -330,14 +377,15 @@ class EpisodeJournal:
         return {key for key, record in self._records.items() if not record.failed}
 
     def append(self, record: EpisodeRecord) -> None:
-        """Append ``record`` as one whole line."""
+        """Append ``record`` as one whole line (gzip: one whole member), on disk when this returns."""
         if self._fd is None:
             raise RuntimeError(f"{self.path} is closed")
         line = dumps(record.to_json())  # NaN / Infinity are not JSON: refused, never written
-        data = (line + "\n").encode("utf-8")
+        data = encode_line(line, compress=self.compress)
         written = 0
         while written < len(data):  # one write in practice; loop for short writes
             written += os.write(self._fd, data[written:])
+        os.fsync(self._fd)
         self._lines.pop(record.key, None)
         self._lines[record.key] = line
         self._records[record.key] = record
@@ -348,8 +396,8 @@ class EpisodeJournal:
         keys = [k for k in dict.fromkeys(order) if k in self._lines]
         keys += [k for k in self._lines if k not in set(keys)]
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write("".join(self._lines[k] + "\n" for k in keys))
+        with tmp.open("wb") as fh:
+            fh.write(encode_lines([self._lines[k] for k in keys], compress=self.compress))
             fh.flush()
             os.fsync(fh.fileno())
         self.close()
@@ -363,16 +411,20 @@ class EpisodeJournal:
 
 
 def read_journal(path: str | Path) -> list[tuple[str, EpisodeRecord]]:
-    """The whole episodes at the head of an ``episodes.jsonl`` as (line, record), for resume.
+    """The whole episodes at the head of an episodes file (plain or gzip) as (line, record),
+    for resume.
 
     Reading stops at the first line that is not a whole episode (torn by a crash, edited,
-    not UTF-8): that line and everything after it are moved to ``PATH.cut-<UTC time>``
-    beside the file, the file keeps the good prefix, and a warning says so. The episodes
-    cut off are redone by the resumed run."""
+    not UTF-8; gzip: a member cut by a crash or corrupt): that line and everything after it
+    are moved to ``PATH.cut-<UTC time>`` beside the file, the file keeps the good prefix
+    (gzip: the whole members before it), and a warning says so. The episodes cut off are
+    redone by the resumed run."""
     path = Path(path)
     if not path.exists():
         return []
-    data = path.read_bytes()
+    raw = path.read_bytes()
+    decoded = decode(raw)
+    data = decoded.data
     out: list[tuple[str, EpisodeRecord]] = []
     pos = 0
     while pos < len(data):
@@ -385,16 +437,23 @@ def read_journal(path: str | Path) -> list[tuple[str, EpisodeRecord]]:
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError):
             break
         pos = end + 1
-    if pos < len(data):
-        backup = path.with_name(f"{path.name}.cut-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-        backup.write_bytes(data[pos:])
-        os.truncate(path, pos)
-        cut_lines = data[pos:].count(b"\n") + (not data.endswith(b"\n"))
-        logging.getLogger(__name__).warning(
-            "%s: line %d is not a whole episode; kept the %d episodes before it, moved the rest "
-            "(%d lines) to %s; those episodes are run again", path, len(out) + 1, len(out), cut_lines, backup.name,
-        )
+    keep, kept_text = decoded.whole_prefix(pos)
+    out = out[: data[:kept_text].count(b"\n")]  # gzip: a member holding several lines is kept whole or not at all
+    if keep < len(raw):
+        torn = not data.endswith(b"\n") or decoded.cut is not None
+        _cut_journal(path, raw, keep, len(out), data[kept_text:].count(b"\n") + torn)
     return out
+
+
+def _cut_journal(path: Path, raw: bytes, keep: int, kept: int, cut_lines: int) -> None:
+    """Move ``raw[keep:]`` to ``PATH.cut-<UTC time>`` and truncate the file to ``keep``."""
+    backup = path.with_name(f"{path.name}.cut-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    backup.write_bytes(raw[keep:])
+    os.truncate(path, keep)
+    logging.getLogger(__name__).warning(
+        "%s: line %d is not a whole episode; kept the %d episodes before it, moved the rest "
+        "(%d lines) to %s; those episodes are run again", path, kept + 1, kept, cut_lines, backup.name,
+    )
 
 
 @dataclass

@@ -3,11 +3,13 @@
 Layouts:
 
 - **JSON Lines**: one dialogue object per line (``benchmark_191.jsonl``); ``sample_id`` from
-  the record.
+  the record. Gzip-compressed JSON Lines (``dialogues.jsonl.gz``, a run's
+  ``episodes.jsonl.gz``) read the same: gzip is told by the file's first bytes
+  (:mod:`rescue_env.jsonl`), line numbers count the decompressed lines.
 - **Directory**: one ``.json`` file per sample anywhere below the root, each an object with a
   top-level ``rows`` list; ``sample_id`` is the path relative to the root without the suffix
   (``family_therapy/003/merged``). Files named ``manifest.json`` are skipped.
-- **Directory of JSON Lines files**: a directory holding ``.jsonl`` files anywhere below it
+- **Directory of JSON Lines files**: a directory holding ``.jsonl`` (or ``.jsonl.gz``) files anywhere below it
   (``../shared/data`` with one slice per subfolder) reads every one of them, in path order.
 - **Several paths**: a list of any of the above (``data.path=[A,B]`` on the command line)
   reads them all as one data set; a sample id must be unique across them.
@@ -54,7 +56,7 @@ from rescue_env.data.schema import (
     StrategyRecord,
     ViewpointRecord,
 )
-from rescue_env.jsonl import numbered_lines, read_text, split_lines
+from rescue_env.jsonl import JsonlError, numbered_lines, read_text, split_lines
 
 #: Row keys that the schema knows; anything else is kept in ``Row.extras``.
 ROW_KEYS = frozenset(
@@ -91,7 +93,7 @@ def resolve_data_paths(path: DataPath) -> list[Path]:
     """The files and per-sample directories ``path`` names, in the order read.
 
     ``None`` or ``""`` → the bundled seeds; a list → each of its items in turn; a directory
-    holding ``.jsonl`` files → those files (sorted by path); any other directory → itself
+    holding ``.jsonl`` / ``.jsonl.gz`` files → those files (sorted by path); any other directory → itself
     (read as per-sample ``.json`` files); a file → itself. A path that does not exist is
     returned as given (the loader reports it).
     """
@@ -111,7 +113,7 @@ def _expand_data_path(path: DataPath) -> tuple[list[Path], list[Problem]]:
     problems: list[Problem] = []
     for item in items:
         root = resolve_data_path(None if item is None else str(item))
-        jsonl = sorted(root.rglob("*.jsonl")) if root.is_dir() else []
+        jsonl = sorted([*root.rglob("*.jsonl"), *root.rglob("*.jsonl.gz")]) if root.is_dir() else []
         if jsonl and any(p.name != "manifest.json" for p in root.rglob("*.json")):
             problems.append(
                 Problem(str(root), 0, "path", "directory holds both .jsonl files and per-sample .json files",
@@ -305,17 +307,19 @@ def _read_path(root: Path, checks: "_Checks", dialogues: list[Dialogue], problem
 
 
 def write_jsonl(dialogues: Iterable[Dialogue], path: str | Path) -> Path:
-    """Write dialogues as benchmark JSON Lines (readable by :func:`load_dialogues`).
+    """Write dialogues as benchmark JSON Lines (readable by :func:`load_dialogues`); gzip
+    (one member per line) when ``path`` ends in ``.gz``.
 
     The file is replaced atomically: killed mid-write, ``path`` keeps its old content
     (which may be the very file the dialogues were read from)."""
     from rescue_env.atomic import atomic_open
+    from rescue_env.jsonl import encode_line
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(out, "w", encoding="utf-8") as fh:
+    with atomic_open(out, "wb") as fh:
         for d in dialogues:
-            fh.write(json.dumps(d.to_dict(), ensure_ascii=False) + "\n")
+            fh.write(encode_line(json.dumps(d.to_dict(), ensure_ascii=False), compress=out.name.endswith(".gz")))
     return out
 
 
@@ -351,9 +355,11 @@ class _Checks(NamedTuple):
 def _read_jsonl(path: Path, checks: _Checks) -> tuple[list[Dialogue], list[Problem]]:
     file = str(path)
     try:
-        text = read_text(path)
+        text = read_text(path)  # plain or gzip (told by its first bytes)
     except UnicodeDecodeError as e:
         return [], [Problem(file, 1, "file", f"not UTF-8 text ({e.reason} at byte {e.start})", "UTF-8 JSON Lines")]
+    except JsonlError as e:  # a gzip file cut inside a member
+        return [], [Problem(file, e.line, "file", e.message, "a whole .jsonl.gz file (gzip it again from the source)")]
     except OSError as e:
         return [], [Problem(file, 0, "path", f"cannot be read ({e.strerror})", "a readable file")]
     if not text.strip():

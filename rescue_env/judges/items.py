@@ -2,7 +2,7 @@
 
 Items are built from any benchmark-schema dialogue: a real annotated session (the
 annotated therapist is then the "agent" ``reference``) or a simulated episode from a rollout
-folder's ``episodes.jsonl`` (agent, episode and seed from the episode's extra keys; the
+folder's episodes file (agent, episode and seed from the episode's extra keys; the
 simulator's per-row ``state`` column when present). Every therapist row with text becomes
 one item. The item carries what a rater needs and nothing the rater should not see: the
 transcript window before the reply, who the reply addresses, each member's latest annotated
