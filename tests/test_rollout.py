@@ -1,9 +1,10 @@
 """The runner of a job (:func:`rescue_env.rollout.run_episodes`): one or many episodes in
-flight give the same file, a rerun plays only what is missing or failed, and the envs and
-agents are reused one episode at a time."""
+flight give the same file, a rerun plays only what is missing or failed (a torn line or gzip
+member included), and the envs and agents are reused one episode at a time."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from rescue_env.data import load_dialogues
 from rescue_env.envs.gym_env import GroupSupportEnv
+from rescue_env.jsonl import decode
 from rescue_env.rollout import EpisodeFailed, EpisodeJob, EpisodeJournal, record_key, run_episodes
 
 EPISODES = 2
@@ -105,3 +107,41 @@ def test_failed_episodes_are_kept_with_their_reason_and_played_again(seeds, tmp_
 def test_the_key_names_agent_seed_dialogue_and_episode():
     assert record_key("heuristic", "couple/001", 3) == "rollout/heuristic/couple/001/ep3"
     assert EpisodeJob("couple", "heuristic", "couple/001", 3).key == record_key("heuristic", "couple/001", 3)
+
+
+# --- the gzip journal -----------------------------------------------------------------------
+
+
+def test_a_gzip_journal_holds_the_plain_lines_one_member_per_episode(seeds, tmp_path):
+    plain, gz = tmp_path / "p.jsonl", tmp_path / "g.jsonl.gz"
+    run(plain, seeds)
+    run(gz, seeds)
+    decoded = decode(gz.read_bytes())
+    assert decoded.gzip and decoded.cut is None and decoded.data == plain.read_bytes()
+    assert len(decoded.members) == len(jobs_of(seeds))  # one member per episode, each whole alone
+
+
+def test_a_torn_last_gzip_member_is_cut_and_only_its_episode_played_again(seeds, tmp_path, caplog):
+    whole = tmp_path / "whole.jsonl.gz"
+    run(whole, seeds)
+    members = decode(whole.read_bytes()).members
+    cut = tmp_path / "cut.jsonl.gz"
+    torn_at = members[-2][0] + (members[-1][0] - members[-2][0]) // 2  # half of the last member
+    cut.write_bytes(whole.read_bytes()[:torn_at])
+    again = run(cut, seeds)
+    assert again.skipped == len(members) - 1 and [r.key for r in again.ran] == [jobs_of(seeds)[-1].key]
+    assert cut.read_bytes() == whole.read_bytes()
+    (backup,) = tmp_path.glob("cut.jsonl.gz.cut-*")
+    assert backup.read_bytes() == whole.read_bytes()[members[-2][0] : torn_at]
+    assert "line 8 is not a whole episode; kept the 7 episodes before it" in caplog.text
+
+
+def test_a_file_gzipped_by_hand_is_resumed_and_ends_one_member_per_episode(seeds, tmp_path):
+    whole = tmp_path / "whole.jsonl.gz"
+    run(whole, seeds)
+    text = decode(whole.read_bytes()).data
+    half = tmp_path / "half.jsonl.gz"
+    half.write_bytes(gzip.compress(b"".join(text.splitlines(keepends=True)[:4])))  # `gzip` of a plain file: one member
+    again = run(half, seeds)
+    assert again.skipped == 4 and len(again.ran) == 4
+    assert half.read_bytes() == whole.read_bytes()

@@ -1,8 +1,9 @@
 """``rescue report RUN_DIR`` and ``rescue merge OUT SHARD...``: the report and plots come back
-from ``episodes.jsonl``, a judge section survives, another reference agent can be chosen (an
+from the episodes file (gzip or plain, read alike), a judge section survives, another reference agent can be chosen (an
 agent of the run), bad folders fail clearly with exit 2; merge never writes over a shard,
 refuses shards run with other settings, and warns about (and counts) missing, partial and
-failed shards; a JSON string holding U+2028 / U+2029 / U+0085 reads back everywhere."""
+failed shards, and merges gzip and plain shards into the form asked for; a JSON string
+holding U+2028 / U+2029 / U+0085 reads back everywhere."""
 
 from __future__ import annotations
 
@@ -12,6 +13,20 @@ from pathlib import Path
 import pytest
 
 from rescue_env.experiments.cli import main
+from rescue_env.jsonl import decode, encode_line, encode_lines, read_text, split_lines
+from rescue_env.rollout import EPISODES_GZ, EPISODES_PLAIN, episodes_file
+
+
+def text_lines(path: Path) -> list[str]:
+    return split_lines(read_text(path))
+
+
+def as_plain(folder: Path) -> Path:
+    """The folder's gzip episodes file made the plain ``episodes.jsonl`` of an older version."""
+    plain = folder / EPISODES_PLAIN
+    plain.write_bytes(decode((folder / EPISODES_GZ).read_bytes()).data)
+    (folder / EPISODES_GZ).unlink()
+    return plain
 
 
 def test_report_is_rebuilt_from_the_run_folder(rollout_run, tmp_path: Path, capsys):
@@ -50,20 +65,48 @@ def test_report_compare_to_must_name_an_agent_of_the_run(rollout_run, tmp_path: 
     assert (run / "report.html").read_bytes() == before
 
 
-def test_report_names_the_line_that_is_not_an_episode(rollout_run, tmp_path: Path, capsys):
+@pytest.mark.parametrize("form", ["gzip", "plain"])
+def test_report_names_the_line_that_is_not_an_episode(rollout_run, tmp_path: Path, capsys, form):
     run = tmp_path / "run"
     shutil.copytree(rollout_run.dir, run)
-    with (run / "episodes.jsonl").open("a", encoding="utf-8") as fh:
-        fh.write("{torn\n")
-    n = len((run / "episodes.jsonl").read_bytes().split(b"\n")) - 1
+    path = episodes_file(run) if form == "gzip" else as_plain(run)
+    with path.open("ab") as fh:
+        fh.write(encode_line("{torn", compress=form == "gzip"))
+    n = len(text_lines(path))
     assert main(["report", str(run)]) == 2
-    assert f"episodes.jsonl:{n}: not valid JSON" in capsys.readouterr().err
+    assert f"{path.name}:{n}: not valid JSON" in capsys.readouterr().err
+
+
+def test_report_names_where_a_gzip_file_is_cut(rollout_run, tmp_path: Path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(rollout_run.dir, run)
+    path = episodes_file(run)
+    n = len(text_lines(path))
+    path.write_bytes(path.read_bytes()[:-100])  # a killed write: the last member is cut
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path.name}:{n}: the file ends inside the gzip member" in err and f"the {n - 1} lines before it are whole" in err
+
+
+def test_report_reads_the_gzip_and_the_plain_form_alike(rollout_run, tmp_path: Path):
+    from rescue_env.experiments.report import load_records
+
+    gz, plain = tmp_path / "gz", tmp_path / "plain"
+    shutil.copytree(rollout_run.dir, gz)
+    shutil.copytree(rollout_run.dir, plain)
+    as_plain(plain)
+    assert main(["report", str(gz)]) == main(["report", str(plain)]) == 0
+    as_dicts = {k: [r.to_json() for r in v] for k, v in load_records(gz).items()}
+    assert as_dicts == {k: [r.to_json() for r in v] for k, v in load_records(plain).items()} and as_dicts
+    summary = ["<table" + part.split("</table>")[0] for part in (gz / "report.html").read_text(encoding="utf-8").split("<table")[1:]]
+    assert summary and summary == ["<table" + part.split("</table>")[0]
+                                   for part in (plain / "report.html").read_text(encoding="utf-8").split("<table")[1:]]
 
 
 def test_shards_merge_into_the_unsharded_run(rollout_run, shards, tmp_path: Path, capsys):
     import json
 
-    sizes = [len((d / "episodes.jsonl").read_text().splitlines()) for d in shards]
+    sizes = [len(text_lines(episodes_file(d))) for d in shards]
     assert sizes == [10, 8]  # 9 seeds over 2 shards (5 + 4), 2 agents each
     out = tmp_path / "merged"
     assert main(["merge", str(out), *map(str, shards)]) == 0
@@ -78,6 +121,21 @@ def test_shards_merge_into_the_unsharded_run(rollout_run, shards, tmp_path: Path
     assert merged["merge"] == {"shards": 2, "missing_shards": [], "partial_shards": {}, "episodes_missing": 0,
                                "episodes_failed": 0, "warnings": []}
     assert (out / "report.html").is_file() and (out / "summary.csv").is_file()
+    assert episodes_file(out).name == EPISODES_GZ and sorted(text_lines(episodes_file(out))) == sorted(
+        line for d in shards for line in text_lines(episodes_file(d))
+    )
+
+
+def test_merge_joins_gzip_and_plain_shards_into_the_form_asked_for(shards, tmp_path: Path, capsys):
+    s0, s1 = copies(shards, tmp_path)
+    as_plain(s1)  # a shard run by an older version, or with compress=false
+    gz, plain = tmp_path / "gz", tmp_path / "plain"
+    assert main(["merge", str(gz), str(s0), str(s1)]) == 0
+    assert main(["merge", str(plain), str(s0), str(s1), "--plain"]) == 0, capsys.readouterr().err
+    assert episodes_file(gz) == gz / EPISODES_GZ and not (gz / EPISODES_PLAIN).exists()
+    assert episodes_file(plain) == plain / EPISODES_PLAIN and not (plain / EPISODES_GZ).exists()
+    assert (plain / EPISODES_PLAIN).read_bytes() == decode((gz / EPISODES_GZ).read_bytes()).data
+    assert len(text_lines(plain / EPISODES_PLAIN)) == 18
 
 
 def test_a_bad_shard_is_a_clear_error(rescue, tmp_path: Path):
@@ -165,8 +223,8 @@ def test_merge_warns_about_and_counts_a_killed_shard(shards, tmp_path: Path, cap
     import json
 
     s0, s1 = copies(shards, tmp_path)
-    lines = (s1 / "episodes.jsonl").read_text(encoding="utf-8").split("\n")
-    (s1 / "episodes.jsonl").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")  # killed after 3 of 8
+    path = episodes_file(s1)
+    path.write_bytes(encode_lines(text_lines(path)[:3], compress=True))  # killed after 3 of 8
     (s1 / "metrics.json").unlink()
     out = tmp_path / "merged"
     assert main(["merge", str(out), str(s0), str(s1)]) == 3
@@ -187,22 +245,22 @@ def test_merge_warns_about_and_counts_a_missing_shard(shards, tmp_path: Path, ca
 
 
 def test_merge_and_report_read_a_reply_holding_line_separators(shards, tmp_path: Path, capsys):
-    """An LLM reply holding U+2028, U+2029 and U+0085, written raw into episodes.jsonl (as
+    """An LLM reply holding U+2028, U+2029 and U+0085, written raw into the episodes file (as
     ``json.dumps(..., ensure_ascii=False)`` writes it), splits no line."""
     import json
 
     s0, s1 = copies(shards, tmp_path)
-    path = s1 / "episodes.jsonl"
-    lines = path.read_text(encoding="utf-8").split("\n")
+    path = episodes_file(s1)
+    lines = text_lines(path)
     obj = json.loads(lines[1])
     obj["rows"][-1]["dialogue_cleaned"] = SEPARATED_REPLY
     lines[1] = json.dumps(obj, ensure_ascii=False)
-    path.write_text("\n".join(lines), encoding="utf-8")
-    assert "\u2028" in path.read_text(encoding="utf-8")
+    path.write_bytes(encode_lines(lines, compress=True))
+    assert "\u2028" in read_text(path)
     assert main(["report", str(s1)]) == 0, capsys.readouterr().err
     out = tmp_path / "merged"
     assert main(["merge", str(out), str(s0), str(s1), "--compare-to", "never"]) == 0, capsys.readouterr().err
-    merged = (out / "episodes.jsonl").read_text(encoding="utf-8")
+    merged = read_text(episodes_file(out))
     assert SEPARATED_REPLY in merged and len(merged.split("\n")) - 1 == 18
     assert json.loads((out / "metrics.json").read_text())["compare_to"] == "never"
 

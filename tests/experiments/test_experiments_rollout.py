@@ -1,5 +1,7 @@
 """``rescue rollout``: every output file of a tiny run, the printed table, resume (rerun,
-lost line, torn line), the console script, a trained policy, and the real subset."""
+lost line, torn line or gzip member, an older folder's plain file), the episodes file's
+forms (gzip by default, ``compress=false``, both refused), the console script, a trained
+policy, and the real subset."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from rescue_env.data import load_dialogues
+from rescue_env.jsonl import decode, encode_lines, read_objects, read_text, split_lines
+from rescue_env.rollout import EPISODES_GZ, EPISODES_PLAIN, episodes_file
 
 AGENTS = ["never", "heuristic"]
 N_SEEDS = 9  # bundled seed dialogues: 6 couples, 3 families
@@ -30,7 +34,17 @@ SUMMARY_KEYS = {
 
 
 def lines_of(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [obj for _, obj in read_objects(path)]
+
+
+def text_lines(path: Path) -> list[str]:
+    """The file's lines (gzip taken off), each with no "\\n"."""
+    return split_lines(read_text(path))
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    """Write ``lines`` in the form of the file at ``path`` (gzip for a ``.gz`` name)."""
+    path.write_bytes(encode_lines(lines, compress=path.name.endswith(".gz")))
 
 
 def keys_of(path: Path) -> list[str]:
@@ -41,7 +55,8 @@ def keys_of(path: Path) -> list[str]:
 
 
 def test_episodes_jsonl_reads_back_in_the_benchmark_schema(rollout_run):
-    path = rollout_run.dir / "episodes.jsonl"
+    path = episodes_file(rollout_run.dir)
+    assert path.name == EPISODES_GZ and not (rollout_run.dir / EPISODES_PLAIN).exists()
     objs = lines_of(path)
     assert len(objs) == len(AGENTS) * 1 * N_SEEDS
     for agent in AGENTS:
@@ -118,7 +133,7 @@ def test_metrics_compare_every_agent_on_the_same_episodes(rollout_run):
     assert never["paired"]["ci_low"] <= never["paired"]["mean"] <= never["paired"]["ci_high"]
     assert {s: f["episodes"] for s, f in never["by_scenario"].items()} == {"couple": 6, "family": 3}
     # the pairs are episode by episode: Δ is the mean of the per-episode differences
-    objs = lines_of(rollout_run.dir / "episodes.jsonl")
+    objs = lines_of(episodes_file(rollout_run.dir))
     ret = {(o["agent"], o["seed_sample_id"], o["episode"]): o["sigma_return"] for o in objs}
     diffs = [ret["never", s, e] - ret["heuristic", s, e] for (a, s, e) in ret if a == "never"]
     assert never["paired"]["mean"] == pytest.approx(sum(diffs) / len(diffs))
@@ -197,22 +212,21 @@ def copy_of_run(rollout_run, tmp_path) -> Path:
 
 
 def test_rerun_in_the_same_folder_does_not_duplicate(copy_of_run, rescue, rollout_args):
-    path = copy_of_run / "episodes.jsonl"
-    before = sorted(path.read_text(encoding="utf-8").splitlines())
+    path = episodes_file(copy_of_run)
+    before = sorted(text_lines(path))
     metrics = json.loads((copy_of_run / "metrics.json").read_text())
     run = rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args])
     assert run.rc == 0, run.err[-2000:]
-    assert sorted(path.read_text(encoding="utf-8").splitlines()) == before, "same episodes, none added"
+    assert sorted(text_lines(path)) == before, "same episodes, none added"
     again = json.loads((copy_of_run / "metrics.json").read_text())
     assert again["agents"] == metrics["agents"]
 
 
 def test_a_lost_last_line_is_redone_identically(copy_of_run, rescue, rollout_args):
-    path = copy_of_run / "episodes.jsonl"
+    path = episodes_file(copy_of_run)
     keys = keys_of(path)
     lost = dict(zip(keys, lines_of(path)))[keys[-1]]
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    path.write_text("".join(lines[:-1]), encoding="utf-8")
+    write_lines(path, text_lines(path)[:-1])
     run = rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args])
     assert run.rc == 0, run.err[-2000:]
     assert sorted(keys_of(path)) == sorted(keys), "exactly the same episodes, once each"
@@ -222,26 +236,91 @@ def test_a_lost_last_line_is_redone_identically(copy_of_run, rescue, rollout_arg
     assert redone["trace"] == lost["trace"]
 
 
-def test_a_torn_last_line_is_ignored_and_redone(copy_of_run, rescue, rollout_args):
-    path = copy_of_run / "episodes.jsonl"
+def as_older_plain_folder(run_dir: Path) -> Path:
+    """Turn the run folder's gzip episodes file into the plain ``episodes.jsonl`` of a folder
+    made by an older version; returns its path."""
+    gz = run_dir / EPISODES_GZ
+    plain = run_dir / EPISODES_PLAIN
+    plain.write_bytes(decode(gz.read_bytes()).data)
+    gz.unlink()
+    return plain
+
+
+def tear_the_last_episode(path: Path) -> None:
+    """Cut the file in the middle of its last episode, as a killed write would."""
+    raw = path.read_bytes()
+    decoded = decode(raw)
+    if decoded.gzip:
+        last = decoded.members[-2][0]  # the last member starts where the one before ends
+    else:
+        last = raw.rstrip(b"\n").rfind(b"\n") + 1
+    path.write_bytes(raw[: last + (len(raw) - last) // 2])
+
+
+@pytest.mark.parametrize("form", ["gzip", "plain"])
+def test_a_torn_last_line_is_ignored_and_redone(copy_of_run, rescue, rollout_args, form):
+    path = episodes_file(copy_of_run) if form == "gzip" else as_older_plain_folder(copy_of_run)
     keys = keys_of(path)
-    text = path.read_text(encoding="utf-8")
-    last_start = text.rstrip("\n").rfind("\n") + 1
-    torn = text[: last_start + (len(text) - last_start) // 2]  # half of the last line, no newline
-    path.write_text(torn, encoding="utf-8")
+    before = sorted(text_lines(path))
+    tear_the_last_episode(path)
     run = rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args])
     assert run.rc == 0, run.err[-2000:]
-    # the metrics count every episode once...
+    # the metrics count every episode once, and only the torn episode was played again...
     m = json.loads((copy_of_run / "metrics.json").read_text())
     assert all(s["episodes"] == N_SEEDS for s in m["agents"].values())
-    # ...and the file is whole again: every line parses, same episode keys, loads back
-    assert sorted(keys_of(path)) == sorted(keys)
+    assert f"kept the {len(keys) - 1} episodes before it" in run.err + run.out
+    # ...and the file is whole again, in its own form: every line parses, same episodes, loads back
+    assert episodes_file(copy_of_run) == path and not (copy_of_run / (EPISODES_PLAIN if form == "gzip" else EPISODES_GZ)).exists()
+    (backup,) = copy_of_run.glob(f"{path.name}.cut-*")  # the torn bytes, kept beside it
+    assert sorted(keys_of(path)) == sorted(keys) and sorted(text_lines(path)) == before
     assert len(load_dialogues(path)) == len(keys)
-    assert path.read_text(encoding="utf-8").endswith("\n")
+    assert read_text(path).endswith("\n")
     # and a second rerun finds everything done
-    before = sorted(path.read_text(encoding="utf-8").splitlines())
     assert rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args]).rc == 0
-    assert sorted(path.read_text(encoding="utf-8").splitlines()) == before
+    assert sorted(text_lines(path)) == before
+
+
+# --- the episodes file's forms -----------------------------------------------------------------
+
+
+def test_the_episodes_file_is_gzip_and_several_times_smaller_than_the_plain_lines(rollout_run):
+    path = episodes_file(rollout_run.dir)
+    raw = path.read_bytes()
+    plain = decode(raw).data
+    assert raw[:2] == b"\x1f\x8b" and len(plain) >= 4 * len(raw), (len(plain), len(raw))
+
+
+def test_compress_false_writes_the_same_episodes_as_plain_lines(rollout_run, rescue, tmp_path):
+    out = tmp_path / "plain"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[never]", "env=family", "compress=false",
+                  "progress=false", "report=false"])
+    assert run.rc == 0, run.err[-2000:]
+    assert episodes_file(out) == out / EPISODES_PLAIN and not (out / EPISODES_GZ).exists()
+    assert not (out / EPISODES_PLAIN).read_bytes().startswith(b"\x1f\x8b")
+    shared = [line for line in text_lines(episodes_file(rollout_run.dir))
+              if json.loads(line)["agent"] == "never" and json.loads(line)["scenario"] == "family"]
+    assert text_lines(out / EPISODES_PLAIN) == shared
+
+
+def test_an_older_plain_folder_is_continued_plainly(copy_of_run, rescue, rollout_args):
+    plain = as_older_plain_folder(copy_of_run)
+    keys = keys_of(plain)
+    write_lines(plain, text_lines(plain)[:-2])
+    run = rescue(["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args])
+    assert run.rc == 0, run.err[-2000:]
+    assert not (copy_of_run / EPISODES_GZ).exists() and sorted(keys_of(plain)) == sorted(keys)
+
+
+def test_a_folder_holding_both_files_is_refused(copy_of_run, rescue, rollout_args):
+    gz = episodes_file(copy_of_run)
+    (copy_of_run / EPISODES_PLAIN).write_bytes(decode(gz.read_bytes()).data)
+    before = {p.name: p.read_bytes() for p in copy_of_run.iterdir() if p.is_file()}
+    for argv in (["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args], ["report", str(copy_of_run)]):
+        run = rescue(argv)
+        assert run.rc == 2, (argv, run.err[-2000:])
+        err = run.err + run.out
+        assert "Traceback" not in err and f"holds both {EPISODES_GZ} and {EPISODES_PLAIN}" in err and "move the other out" in err
+    assert {p.name: p.read_bytes() for p in copy_of_run.iterdir() if p.is_file()} == before
 
 
 # --- the console script ---------------------------------------------------------------------
@@ -259,9 +338,9 @@ def test_console_script_rescue_rollout(tmp_path, sentinel):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"^never\s+9\s", proc.stdout, re.M), proc.stdout
-    for name in ("episodes.jsonl", "metrics.json", "summary.csv", "report.html", "plots/comparison.png", "plots/episode_never.png"):
+    for name in (EPISODES_GZ, "metrics.json", "summary.csv", "report.html", "plots/comparison.png", "plots/episode_never.png"):
         assert (out / name).is_file(), name
-    assert len((out / "episodes.jsonl").read_text().splitlines()) == N_SEEDS
+    assert len(text_lines(out / EPISODES_GZ)) == N_SEEDS
     assert sentinel not in proc.stdout + proc.stderr
 
 
@@ -276,7 +355,7 @@ def test_rollout_with_a_trained_policy_adds_it(train_run, couple_seeds_jsonl, re
     m = json.loads((out / "metrics.json").read_text())
     assert list(m["agents"]) == ["never", "policy"]
     assert m["agents"]["policy"]["episodes"] == 6 and m["agents"]["policy"]["failed"] == 0
-    objs = lines_of(out / "episodes.jsonl")
+    objs = lines_of(episodes_file(out))
     assert sum(o["agent"] == "policy" for o in objs) == 6
     assert re.search(r"^policy\s", run.out, re.M)
     assert (out / "plots" / "episode_policy.png").is_file()
@@ -298,7 +377,7 @@ def test_readme_rollout_with_a_trained_policy_on_the_default_seeds(train_run, re
     assert m["agents"]["never"]["by_scenario"]["family"]["episodes"] == N_SEEDS - 6
     assert list(m["agents"]["policy"]["by_scenario"]) == ["couple"]
     assert "family is left out of the pooled rows: policy did not play it" in run.out
-    trained = [o for o in lines_of(out / "episodes.jsonl") if o["agent"] == "policy"]
+    trained = [o for o in lines_of(episodes_file(out)) if o["agent"] == "policy"]
     assert len(trained) == 6 and {o["scenario"] for o in trained} == {"couple"}
 
 
@@ -310,16 +389,16 @@ def test_rollout_on_the_real_subset(real_subset_path, rescue, tmp_path):
     m = json.loads((out / "metrics.json").read_text())
     assert m["source"] == str(real_subset_path)
     assert list(m["agents"]) == ["heuristic"] and m["agents"]["heuristic"]["episodes"] == len(real)
-    objs = lines_of(out / "episodes.jsonl")
+    objs = lines_of(episodes_file(out))
     assert {o["seed_sample_id"] for o in objs} == {d.sample_id for d in real}
-    assert len(load_dialogues(out / "episodes.jsonl")) == len(real)
+    assert len(load_dialogues(episodes_file(out))) == len(real)  # data.path reads a run's gzip file
 
 
 def test_env_selects_the_scenario(rescue, tmp_path):
     out = tmp_path / "family"
     run = rescue(["rollout", f"hydra.run.dir={out}", "env=family", "episodes=1", "agents=[never,heuristic]", "progress=false", "report=false"])
     assert run.rc == 0, run.err[-2000:]
-    assert {o["scenario"] for o in lines_of(out / "episodes.jsonl")} == {"family"}
+    assert {o["scenario"] for o in lines_of(episodes_file(out))} == {"family"}
     m = json.loads((out / "metrics.json").read_text())
     assert m["scenarios"] == ["family"] and m["agents"]["never"]["episodes"] == N_SEEDS - 6
     assert not re.search(r"^↳", run.out, re.M), "one scenario: no per-scenario rows"
@@ -342,7 +421,7 @@ def test_rollout_refuses_the_three_partner_couple_by_name(real_more_path, rescue
     err = run.err + run.out
     assert "Traceback" not in err and "aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members (Lorena, Aryn, Josh)" in err
     assert "env.max_members=3" in err
-    assert not (out / "episodes.jsonl").exists()
+    assert not any(out.glob("episodes.jsonl*"))
 
 
 def test_rollout_on_several_paths_plays_every_member(real_more_path, real_subset_path, rescue, tmp_path):
@@ -359,7 +438,7 @@ def test_rollout_on_several_paths_plays_every_member(real_more_path, real_subset
     seeds = {d.sample_id: d for d in load_dialogues([pairs, family])}
     assert len(seeds) == 5
     assert json.loads((out / "metrics.json").read_text())["source"] == f"{pairs}, {family}"
-    objs = lines_of(out / "episodes.jsonl")
+    objs = lines_of(episodes_file(out))
     assert sorted(o["seed_sample_id"] for o in objs) == sorted(seeds)
     for o in objs:
         assert o["participants"] == seeds[o["seed_sample_id"]].participants, o["seed_sample_id"]

@@ -10,12 +10,22 @@ from pathlib import Path
 import pytest
 
 from rescue_env.experiments.errors import EXIT_USER_ERROR
+from rescue_env.jsonl import decode, read_text, split_lines
+from rescue_env.rollout import EPISODES_GZ, EPISODES_PLAIN, episodes_file
 
 BASE = ("episodes=2", "agents=[heuristic]", "progress=false", "report=false")
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def as_plain(folder: Path) -> Path:
+    """The folder's gzip episodes file made the plain ``episodes.jsonl`` of an older version."""
+    plain = folder / EPISODES_PLAIN
+    plain.write_bytes(decode((folder / EPISODES_GZ).read_bytes()).data)
+    (folder / EPISODES_GZ).unlink()
+    return plain
 
 
 def sigma(folder: Path) -> float:
@@ -55,12 +65,14 @@ def test_overwrite_starts_afresh_and_matches_a_fresh_folder(rescue, first_run, t
 
     folder = tmp_path / "copy"
     shutil.copytree(first_run, folder)
+    as_plain(folder)  # an older version's folder: its plain file goes too
     fresh = tmp_path / "fresh"
     assert rescue(["rollout", f"hydra.run.dir={fresh}", "seed=1", *BASE]).rc == 0
     run = rescue(["rollout", f"hydra.run.dir={folder}", "seed=1", *BASE, "overwrite=true"])
     assert run.rc == 0, run.err[-2000:]
     assert sigma(folder) == sigma(fresh) != sigma(first_run)
-    assert (folder / "episodes.jsonl").read_bytes() == (fresh / "episodes.jsonl").read_bytes()
+    assert not (folder / EPISODES_PLAIN).exists()
+    assert (folder / EPISODES_GZ).read_bytes() == (fresh / EPISODES_GZ).read_bytes()
 
 
 def test_more_episodes_or_agents_extend_the_folder(rescue, first_run, tmp_path):
@@ -74,21 +86,25 @@ def test_more_episodes_or_agents_extend_the_folder(rescue, first_run, tmp_path):
     assert set(agents) == {"heuristic", "never"} and agents["heuristic"]["episodes"] == agents["never"]["episodes"] > 0
 
 
-def test_a_torn_line_in_the_middle_is_cut_with_a_backup_and_redone(rescue, first_run, tmp_path):
+@pytest.mark.parametrize("form", ["gzip", "plain"])
+def test_a_torn_line_in_the_middle_is_cut_with_a_backup_and_redone(rescue, first_run, tmp_path, form):
     import shutil
 
     folder = tmp_path / "copy"
     shutil.copytree(first_run, folder)
-    path = folder / "episodes.jsonl"
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    whole = path.read_bytes()
-    middle = len(lines) // 2
-    lines[middle] = lines[middle][: len(lines[middle]) // 2] + "\n"  # torn, then more whole lines
-    path.write_text("".join(lines), encoding="utf-8")
+    path = episodes_file(folder) if form == "gzip" else as_plain(folder)
+    raw = path.read_bytes()
+    before = sorted(split_lines(read_text(path)))
+    # the file's pieces: its lines, or its gzip members (one per episode)
+    ends = [end for end, _ in decode(raw).members] if form == "gzip" else [i + 1 for i, b in enumerate(raw) if b == ord("\n")]
+    pieces = [raw[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+    middle = len(pieces) // 2
+    pieces[middle] = pieces[middle][: len(pieces[middle]) // 2] + (b"\n" if form == "plain" else b"")  # torn, then more whole ones
+    path.write_bytes(b"".join(pieces))
     run = rescue(["rollout", f"hydra.run.dir={folder}", "seed=0", *BASE])
     assert run.rc == 0, run.err[-2000:]
     assert f"line {middle + 1} is not a whole episode" in run.out + run.err
-    (backup,) = folder.glob("episodes.jsonl.cut-*")
-    assert backup.read_text(encoding="utf-8") == "".join(lines[middle:])
-    # the cut episodes were redone: the same episodes as the first run, once each
-    assert sorted(path.read_bytes().splitlines()) == sorted(whole.splitlines())
+    (backup,) = folder.glob(f"{path.name}.cut-*")
+    assert backup.read_bytes() == b"".join(pieces[middle:])
+    # the cut episodes were redone: the same episodes as the first run, once each, in the folder's form
+    assert episodes_file(folder) == path and sorted(split_lines(read_text(path))) == before
