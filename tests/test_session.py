@@ -244,7 +244,7 @@ def test_exported_episode_reads_back_and_validates(scenario, tmp_path, capsys):
     for seed in (0, 1):
         _play(env, seed=seed, steps=15)
         episodes.append(env.session.to_dialogue(sample_id=f"sim/{scenario}/{seed}", agent="test", episode=seed))
-    path = write_jsonl(episodes, tmp_path / "episodes.jsonl")
+    path = write_jsonl(episodes, tmp_path / "episodes.jsonl.gz")  # the form a rollout writes
     loaded = load_dialogues(path)
     assert [d.sample_id for d in loaded] == [f"sim/{scenario}/0", f"sim/{scenario}/1"]
     for orig, back in zip(episodes, loaded):

@@ -352,6 +352,47 @@ def test_write_jsonl_round_trip_seeds(tmp_path, seed_dialogues):
     assert [d.mentioned for d in again] == [d.mentioned for d in seed_dialogues]
 
 
+# --- gzip JSON Lines: a user's .jsonl.gz, a run's episodes file ---------------------------------
+
+
+def test_a_gzip_dataset_loads_like_the_plain_one(tmp_path, seed_dialogues, run_cli):
+    import gzip
+
+    plain = write_jsonl(seed_dialogues, tmp_path / "seeds.jsonl")
+    by_tool = tmp_path / "seeds.jsonl.gz"
+    by_tool.write_bytes(gzip.compress(plain.read_bytes()))  # `gzip seeds.jsonl`: one member
+    unnamed = tmp_path / "renamed.jsonl"
+    unnamed.write_bytes(by_tool.read_bytes())  # gzip is told by the bytes, not by the name
+    want = [d.to_dict() for d in load_dialogues(plain)]
+    for path in (by_tool, unnamed, write_jsonl(seed_dialogues, tmp_path / "written.jsonl.gz")):
+        assert [d.to_dict() for d in load_dialogues(path)] == want, path
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "part.jsonl.gz").write_bytes(by_tool.read_bytes())
+    assert [d.to_dict() for d in load_dialogues(folder)] == want  # a directory's .jsonl.gz files are read
+    assert run_cli("data", "validate", by_tool).rc == 0
+
+
+def test_a_gzip_dataset_names_its_problems_by_decompressed_line(tmp_path, seed_records):
+    import gzip
+
+    records = [json.loads(json.dumps(r)) for r in seed_records.values()][:3]
+    records[2]["participants"] = "Alan, Evelyn"
+    path = tmp_path / "bad.jsonl.gz"
+    path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))
+    report = validate(path)
+    assert [(p.file, p.line, p.field) for p in report.errors] == [(str(path), 3, "participants")]
+
+
+def test_a_cut_gzip_dataset_is_an_error_naming_the_line(tmp_path, seed_dialogues):
+    path = write_jsonl(seed_dialogues[:4], tmp_path / "cut.jsonl.gz")
+    path.write_bytes(path.read_bytes()[:-10])  # the last member lost its end
+    with pytest.raises(DataValidationError) as err:
+        load_dialogues(path)
+    (problem,) = err.value.problems
+    assert problem.line == 4 and "ends inside the gzip member" in problem.message
+
+
 def test_round_trip_keeps_extra_keys(tmp_path, seed_records):
     records = []
     for sid, rec in seed_records.items():

@@ -68,7 +68,7 @@ def test_nonsense_train_and_calibrate_settings_are_refused(rescue, tmp_path, com
         (["judge", "scorer=bogus"], "scorer='bogus'"),
         (["judge", "modes=[]"], "modes=[]"),
         (["judge", "llm.max_tokens=0"], "llm.max_tokens=0 is out of range"),
-        (["judge", "run_dir=/nonexistent/rollout"], "no episodes.jsonl there"),
+        (["judge", "run_dir=/nonexistent/rollout"], "no episodes.jsonl.gz or episodes.jsonl there"),
     ],
 )
 def test_eval_tasks_and_judge_settings_are_checked_at_composition(rescue, tmp_path, args, needle):
@@ -104,9 +104,10 @@ def test_env_is_respected_and_refused_when_the_data_lacks_that_scenario(rescue, 
     assert run.rc == EXIT_USER_ERROR and "holds no family dialogues" in run.err
     fam = rescue(["rollout", f"hydra.run.dir={tmp_path / 'f'}", "env=family", *ROLLOUT])
     assert fam.rc == 0, fam.err[-2000:]
-    import json
+    from rescue_env.jsonl import read_objects
+    from rescue_env.rollout import episodes_file
 
-    ids = {json.loads(line)["seed_sample_id"] for line in (tmp_path / "f" / "episodes.jsonl").read_text().splitlines()}
+    ids = {obj["seed_sample_id"] for _, obj in read_objects(episodes_file(tmp_path / "f"))}
     assert ids and all(i.startswith("family") for i in ids)
 
 
@@ -157,7 +158,7 @@ def test_a_run_whose_llm_episodes_all_failed_exits_3_with_the_reason(rescue, tmp
     assert run.rc == EXIT_SOME_FAILED, run.err[-2000:]
     assert "6 of 6 episodes failed: therapist: connection refused by 127.0.0.1" in run.err
     # everything was written all the same
-    assert {"episodes.jsonl", "metrics.json", "summary.csv", "report.html"} <= set(os.listdir(out))
+    assert {"episodes.jsonl.gz", "metrics.json", "summary.csv", "report.html"} <= set(os.listdir(out))
 
 
 def test_the_data_command_exit_codes(run_cli, tmp_path):

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from rescue_env.jsonl import decode
+from rescue_env.rollout import EPISODES_GZ, episodes_file
+
 
 def leaks(folder: Path, secret: str) -> list[str]:
-    """Files under ``folder`` whose bytes contain ``secret`` (raw, UTF-16, base64, or inside
-    a zip member), as relative paths."""
+    """Files under ``folder`` whose bytes contain ``secret`` (raw, UTF-16, base64, inside a
+    zip member, or in a gzip file's text: the episodes file), as relative paths."""
     needles = [
         secret.encode(),
         secret.encode("utf-16-le"),
@@ -25,8 +28,8 @@ def leaks(folder: Path, secret: str) -> list[str]:
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert files, f"nothing written under {folder}"
     for p in files:
-        data = p.read_bytes()
-        if any(n in data for n in needles):
+        raw = p.read_bytes()
+        if any(n in data for n in needles for data in (raw, decode(raw).data)):  # gzip's text too
             found.append(str(p.relative_to(folder)))
         elif zipfile.is_zipfile(p):
             with zipfile.ZipFile(p) as z:
@@ -38,7 +41,7 @@ def leaks(folder: Path, secret: str) -> list[str]:
 
 def test_the_shared_runs_wrote_the_files_scanned(rollout_run, train_run):
     r = {p.relative_to(rollout_run.dir).as_posix() for p in rollout_run.dir.rglob("*") if p.is_file()}
-    assert {".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "rollout.log", "episodes.jsonl", "report.html"} <= r
+    assert {".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "rollout.log", EPISODES_GZ, "report.html"} <= r
     t = {p.relative_to(train_run.dir).as_posix() for p in train_run.dir.rglob("*") if p.is_file()}
     assert {".hydra/config.yaml", ".hydra/hydra.yaml", "train.log", "model.zip", "metrics.json"} <= t
     assert any(x.startswith("checkpoints/") for x in t) and any("tfevents" in x for x in t)
@@ -80,7 +83,7 @@ def test_rollout_with_the_openai_preset_leaks_nothing(monkeypatch, tmp_path, sen
     rc = main(["rollout", f"hydra.run.dir={out}", "llm=openai", "episodes=1", "agents=[random]", "progress=false", "report=false"])
     assert rc == 0
     captured = capsys.readouterr()
-    assert (out / "episodes.jsonl").is_file() and (out / ".hydra" / "config.yaml").is_file()
+    assert episodes_file(out).is_file() and (out / ".hydra" / "config.yaml").is_file()
     assert "api.openai.com" in (out / ".hydra" / "config.yaml").read_text()
     assert leaks(out, sentinel) == []
     assert sentinel not in captured.out and sentinel not in captured.err

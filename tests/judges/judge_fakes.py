@@ -183,11 +183,14 @@ def make_episodes(seeds: list[Dialogue], agents=("heuristic", "poor", "never"), 
     return out
 
 
-def write_rollout(folder: Path, n_seeds: int = 2, episodes: int = 2) -> Path:
-    """Write ``episodes.jsonl`` (and a minimal ``report.html``) into ``folder``."""
+def write_rollout(folder: Path, n_seeds: int = 2, episodes: int = 2, *, compress: bool = True) -> Path:
+    """Write the episodes file (``episodes.jsonl.gz`` as a rollout does; ``compress=False``:
+    the plain ``episodes.jsonl`` of an older folder) and a minimal ``report.html`` into ``folder``."""
+    from rescue_env.rollout import episodes_file
+
     seeds = load_dialogues()[:n_seeds]
     folder.mkdir(parents=True, exist_ok=True)
-    write_jsonl(make_episodes(seeds, episodes=episodes), folder / "episodes.jsonl")
+    write_jsonl(make_episodes(seeds, episodes=episodes), episodes_file(folder, compress=compress))
     (folder / "report.html").write_text(
         "<!doctype html><html><head><title>run</title></head><body><h1>Rollout</h1>\n<!-- judge -->\n"
         "<p>footer</p></body></html>\n", encoding="utf-8")

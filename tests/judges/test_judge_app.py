@@ -95,8 +95,21 @@ def test_bad_options_fail_clearly(tmp_path: Path) -> None:
         app.judge_config(_cfg(["scorer=gpt"]))
     from rescue_env.experiments.errors import UserError
 
-    with pytest.raises(UserError, match="episodes.jsonl"):
+    with pytest.raises(UserError, match="episodes.jsonl.gz not found"):
         app.run(_cfg([f"run_dir={tmp_path}", "progress=false"]))
+
+
+def test_the_gzip_and_the_plain_episodes_file_are_judged_alike(tmp_path: Path) -> None:
+    from rescue_env.jsonl import read_bytes
+
+    runs = [write_rollout(tmp_path / name, n_seeds=1, compress=name == "gz") for name in ("gz", "plain")]
+    assert [p.name for p in sorted(runs[0].iterdir())] == ["episodes.jsonl.gz", "report.html"]
+    assert [p.name for p in sorted(runs[1].iterdir())] == ["episodes.jsonl", "report.html"]
+    for run in runs:
+        app.run(_cfg([f"run_dir={run}", "progress=false"]))
+    summaries = [json.loads((run / "judge_summary.json").read_text()) for run in runs]
+    assert summaries[0]["absolute"] == summaries[1]["absolute"] and summaries[0]["absolute"]["n_items"] > 0
+    assert read_bytes(runs[0] / "judgements.jsonl") == read_bytes(runs[1] / "judgements.jsonl")
 
 
 def test_cli_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

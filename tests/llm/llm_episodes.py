@@ -83,7 +83,10 @@ def llm_args(base_url: str, data: Path, run_dir: Path, *extra: str) -> list[str]
 
 
 def lines_of(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    """The episodes of a run's episodes file (gzip or plain)."""
+    from rescue_env.jsonl import read_objects
+
+    return [obj for _, obj in read_objects(path)]
 
 
 def keys_of(path: Path) -> list[str]:

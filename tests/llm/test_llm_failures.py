@@ -82,8 +82,14 @@ def hostile() -> Iterator:
 
 
 def leaks(folder: Path, secret: str) -> list[str]:
+    """Files under ``folder`` holding ``secret`` (raw, UTF-16, base64; in a gzip file's text too)."""
+    from rescue_env.jsonl import decode
+
     needles = [secret.encode(), secret.encode("utf-16-le"), base64.b64encode(secret.encode())]
-    return [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and any(n in p.read_bytes() for n in needles)]
+    return [
+        str(p.relative_to(folder)) for p in folder.rglob("*")
+        if p.is_file() and any(n in data for n in needles for data in (p.read_bytes(), decode(p.read_bytes()).data))
+    ]
 
 
 @pytest.mark.parametrize(("status", "mode"), [(400, "json"), (401, "json"), (403, "json"), (500, "json"), (502, "html"), (200, "echo-reply")])
@@ -98,7 +104,7 @@ def test_a_server_echoing_the_key_leaves_no_trace_of_it(hostile, tmp_path, statu
     )
     # every episode failed: an honest exit code (a usable-but-odd reply: the therapist falls back to listening)
     assert run.rc == (0 if status == 200 else 3), run.err[-2000:]
-    assert {"episodes.jsonl", "metrics.json", "report.html", "rollout.log", ".hydra"} <= {p.name for p in out.iterdir()}
+    assert {"episodes.jsonl.gz", "metrics.json", "report.html", "rollout.log", ".hydra"} <= {p.name for p in out.iterdir()}
     assert leaks(out, PLAIN_SENTINEL) == []
     if cache.exists():
         assert leaks(cache, PLAIN_SENTINEL) == []

@@ -114,7 +114,10 @@ def test_one_short_real_model_episode(tmp_path):
         assert stats["completion_s"] > 0 and stats["evaluated_prompt_tokens"] is not None, "the server reports its timings"
     # a role's next prompt extends its last one: the server finds most of each prompt evaluated
     assert usage["evaluated_prompt_tokens"] < 0.7 * usage["prompt_tokens"], usage
-    episode = json.loads((run_dir / "episodes.jsonl").read_text().splitlines()[0])
+    from rescue_env.jsonl import read_objects
+    from rescue_env.rollout import episodes_file
+
+    _, episode = next(read_objects(episodes_file(run_dir)))
     assert not episode.get("failed") and len(episode["trace"]) >= 1
 
 

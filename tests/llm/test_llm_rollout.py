@@ -17,6 +17,8 @@ import pytest
 from llm_episodes import SENTINEL, invoke, keys_of, lines_of, llm_args, small_data, varied_responder
 
 from rescue_env.data import load_dialogues
+from rescue_env.jsonl import decode, split_lines
+from rescue_env.rollout import EPISODES_GZ, episodes_file
 from rescue_env.llm.mock_server import Faults
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,7 +59,7 @@ def test_llm_rollout_end_to_end_with_usage_report_and_no_key_written(serve, data
         assert fmt["json_schema"]["schema"]["type"] == "object"
 
     # valid benchmark-schema episodes, one per key
-    path = run_dir / "episodes.jsonl"
+    path = episodes_file(run_dir)
     dialogues = load_dialogues(path)
     assert sorted(keys_of(path)) == sorted(expected_keys(data))
     assert len(dialogues) == len(expected_keys(data))
@@ -103,7 +105,7 @@ def test_injected_faults_lose_no_episode(kind, serve, data, tmp_path):
     run = invoke(llm_args(server.base_url, data, run_dir, "llm.max_retries=6", "llm.timeout_s=1", "report=false"))
     # exit 3 exactly when some episode failed (everything is written either way)
     assert run.rc == (3 if usage_of(run_dir)["episodes_failed"] else 0), run.err[-3000:]
-    path = run_dir / "episodes.jsonl"
+    path = episodes_file(run_dir)
     keys = keys_of(path)
     assert sorted(keys) == sorted(expected_keys(data)), "no episode lost or duplicated"
     load_dialogues(path)
@@ -166,7 +168,7 @@ def test_failed_episodes_are_recorded_with_their_reason_and_redone_on_rerun(serv
     run = invoke(args)
     assert run.rc == 3, run.err[-3000:]  # some episodes failed
     assert f"{EPISODES} of {2 * EPISODES} episodes failed: client " in run.err and any(f"client {b}: " in run.err for b in broken)
-    path = run_dir / "episodes.jsonl"
+    path = episodes_file(run_dir)
     by_key = {f"rollout/llm/{o['seed_sample_id']}/ep{o['episode']}": o for o in lines_of(path)}
     assert set(by_key) == expected_keys(data)
     for key, obj in by_key.items():
@@ -193,6 +195,11 @@ def test_failed_episodes_are_recorded_with_their_reason_and_redone_on_rerun(serv
 # --- interrupted runs -------------------------------------------------------------------------
 
 
+def whole_lines(path: Path) -> int:
+    """Episodes written whole so far (a member being appended is not counted)."""
+    return decode(path.read_bytes()).data.count(b"\n")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["killed", "ctrl-c"])
 def test_interrupted_run_resumes_to_the_same_file(sig, serve, data, tmp_path):
     hold = {"path": None}
@@ -202,7 +209,7 @@ def test_interrupted_run_resumes_to_the_same_file(sig, serve, data, tmp_path):
         # once the watched run has written two episodes, hold every reply: the run is cut
         # mid-way, with episodes in flight, whenever the test interrupts it
         path = hold["path"]
-        if path is not None and path.exists() and len(path.read_bytes().splitlines()) >= 2:
+        if path is not None and path.exists() and whole_lines(path) >= 2:
             release.wait(30)
         return varied_responder(body)
 
@@ -213,7 +220,7 @@ def test_interrupted_run_resumes_to_the_same_file(sig, serve, data, tmp_path):
     assert run.rc == 0, run.err[-3000:]
 
     cut = tmp_path / "cut"
-    hold["path"] = cut / "episodes.jsonl"
+    hold["path"] = episodes_file(cut)  # a new folder: the gzip file a run writes
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "rescue_env.experiments.cli", *llm_args(server.base_url, data, cut, *extra)],
@@ -221,7 +228,7 @@ def test_interrupted_run_resumes_to_the_same_file(sig, serve, data, tmp_path):
     )
     try:
         deadline = time.monotonic() + 120
-        while not (hold["path"].exists() and len(hold["path"].read_bytes().splitlines()) >= 2):
+        while not (hold["path"].exists() and whole_lines(hold["path"]) >= 2):
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "the run wrote no episode"
             time.sleep(0.01)
@@ -237,15 +244,16 @@ def test_interrupted_run_resumes_to_the_same_file(sig, serve, data, tmp_path):
     if sig == signal.SIGINT:
         assert "interrupted" in err and "resume" in err
         assert proc.returncode == 130, proc.returncode  # the shell's code for Ctrl-C
-    # whole lines only, fewer than all episodes
-    text = (cut / "episodes.jsonl").read_text(encoding="utf-8")
-    assert text.endswith("\n") and 2 <= len(text.splitlines()) < len(expected_keys(data))
-    assert all(json.loads(line) for line in text.splitlines())
+    # whole gzip members of whole lines only, fewer than all episodes
+    decoded = decode((cut / EPISODES_GZ).read_bytes())
+    text = decoded.data.decode("utf-8")
+    assert decoded.cut is None and text.endswith("\n") and 2 <= len(split_lines(text)) < len(expected_keys(data))
+    assert all(json.loads(line) for line in split_lines(text))
 
     resumed = invoke(llm_args(server.base_url, data, cut, *extra))
     assert resumed.rc == 0, resumed.err[-3000:]
-    assert usage_of(cut)["episodes_skipped"] == len(text.splitlines())
-    assert (cut / "episodes.jsonl").read_bytes() == (whole / "episodes.jsonl").read_bytes()
+    assert usage_of(cut)["episodes_skipped"] == len(split_lines(text))
+    assert (cut / EPISODES_GZ).read_bytes() == (whole / EPISODES_GZ).read_bytes()
 
 
 # --- replay -------------------------------------------------------------------------------------
@@ -265,7 +273,7 @@ def test_replay_from_the_cache_with_the_server_stopped_is_byte_identical(serve, 
     replay = tmp_path / "replay"
     run = invoke(llm_args(base_url, data, replay, *extra, "llm.max_retries=0", "llm.timeout_s=1"))
     assert run.rc == 0, run.err[-3000:]
-    assert (replay / "episodes.jsonl").read_bytes() == (first / "episodes.jsonl").read_bytes()
+    assert (replay / EPISODES_GZ).read_bytes() == (first / EPISODES_GZ).read_bytes()
     usage = usage_of(replay)
     assert usage["calls"] == usage["cache_hits"] == sent and usage["failures"] == 0
     assert usage["prompt_tokens"] == 0  # nothing billed on replay
@@ -285,7 +293,7 @@ def test_json_object_mode_for_servers_without_structured_outputs(serve, data, tm
     run_dir = tmp_path / "run"
     run = invoke(llm_args(server.base_url, data, run_dir, "llm.structured_outputs=false", "dynamics.annotator=llm", "report=false"))
     assert run.rc == 0, run.err[-3000:]
-    assert sorted(keys_of(run_dir / "episodes.jsonl")) == sorted(expected_keys(data))
+    assert sorted(keys_of(episodes_file(run_dir))) == sorted(expected_keys(data))
     usage = usage_of(run_dir)
     assert usage["failures"] == usage["reasked"] == usage["episodes_failed"] == 0 and usage["calls"] == len(server.chat_requests)
 
@@ -296,7 +304,7 @@ def test_llm_clients_with_several_therapist_agents(serve, data, tmp_path):
     args = [a for a in llm_args(server.base_url, data, run_dir, "report=false") if a != "agent=llm"]
     run = invoke([*args, "agents=[never,heuristic,llm]"])
     assert run.rc == 0, run.err[-3000:]
-    path = run_dir / "episodes.jsonl"
+    path = episodes_file(run_dir)
     keys = keys_of(path)
     assert len(keys) == len(set(keys)) == 3 * len(expected_keys(data))
     assert [o["agent"] for o in lines_of(path)] == ["never"] * 2 + ["heuristic"] * 2 + ["llm"] * 2 + ["never"] * 2 + ["heuristic"] * 2 + ["llm"] * 2

@@ -202,7 +202,7 @@ def test_simulated_episodes_with_a_state_column_go_through_the_same_builders(see
     for d in episodes:
         for i, row in enumerate(d.rows):
             row.extras["state"] = {"distress": [0.5] * len(d.participants), "pattern": None, "row_index": i + 1}
-    path = write_jsonl(episodes, tmp_path / "episodes.jsonl")
+    path = write_jsonl(episodes, tmp_path / "episodes.jsonl.gz")  # the form a rollout writes
     back = load_dialogues(path)
     assert all("state" in r.extras for d in back for r in d.rows)
     for task in TASKS:
