@@ -119,6 +119,12 @@ def _expand_data_path(path: DataPath) -> tuple[list[Path], list[Problem]]:
                 Problem(str(root), 0, "path", "directory holds both .jsonl files and per-sample .json files",
                         "one layout per directory; name the parts as a list: data.path=[A,B]")
             )
+        for p in jsonl:
+            if p.suffix == ".gz" and p.with_suffix("") in jsonl:  # a run folder's two episodes files, say
+                problems.append(
+                    Problem(str(p), 0, "path", f"{p.parent} holds both {p.name} and {p.with_suffix('').name}",
+                            "one of them: the same records twice would be read; move one out of the folder")
+                )
         out.extend(jsonl or [root])
     return out, problems
 
