@@ -41,7 +41,7 @@ commands:
                                   judge-vs-human agreement (exact, MAE, quadratic κ)
   summarize DIR [--include-failed] one table of a sweep's jobs: mean ± 95 % CI, IQM, paired Δ
   report RUN_DIR [--compare-to A] re-render report.html of a rollout run folder
-  merge OUT SHARD_DIR...          join a sharded rollout's run folders (shard=i/n) into a new OUT
+  merge OUT SHARD_DIR... [--plain] join a sharded rollout's run folders (shard=i/n) into a new OUT
 {hydra}
 Hydra commands take overrides, e.g. `rescue rollout episodes=4 seed=1`;
 `rescue COMMAND --help` lists their configuration.

@@ -371,6 +371,9 @@ def test_a_gzip_dataset_loads_like_the_plain_one(tmp_path, seed_dialogues, run_c
     (folder / "part.jsonl.gz").write_bytes(by_tool.read_bytes())
     assert [d.to_dict() for d in load_dialogues(folder)] == want  # a directory's .jsonl.gz files are read
     assert run_cli("data", "validate", by_tool).rc == 0
+    (folder / "part.jsonl").write_bytes(plain.read_bytes())  # the same records, plain, beside it
+    both = run_cli("data", "validate", folder)
+    assert both.rc == 2 and f"{folder} holds both part.jsonl.gz and part.jsonl" in both.err
 
 
 def test_a_gzip_dataset_names_its_problems_by_decompressed_line(tmp_path, seed_records):

@@ -311,16 +311,22 @@ def test_an_older_plain_folder_is_continued_plainly(copy_of_run, rescue, rollout
     assert not (copy_of_run / EPISODES_GZ).exists() and sorted(keys_of(plain)) == sorted(keys)
 
 
-def test_a_folder_holding_both_files_is_refused(copy_of_run, rescue, rollout_args):
+def test_a_folder_holding_both_files_is_refused(copy_of_run, rescue, rollout_args, tmp_path):
     gz = episodes_file(copy_of_run)
     (copy_of_run / EPISODES_PLAIN).write_bytes(decode(gz.read_bytes()).data)
     before = {p.name: p.read_bytes() for p in copy_of_run.iterdir() if p.is_file()}
-    for argv in (["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args], ["report", str(copy_of_run)]):
+    for argv in (
+        ["rollout", f"hydra.run.dir={copy_of_run}", *rollout_args],
+        ["report", str(copy_of_run)],
+        ["merge", str(tmp_path / "merged"), str(copy_of_run)],
+        ["judge", f"run_dir={copy_of_run}", "progress=false"],
+    ):
         run = rescue(argv)
         assert run.rc == 2, (argv, run.err[-2000:])
         err = run.err + run.out
         assert "Traceback" not in err and f"holds both {EPISODES_GZ} and {EPISODES_PLAIN}" in err and "move the other out" in err
     assert {p.name: p.read_bytes() for p in copy_of_run.iterdir() if p.is_file()} == before
+    assert not (tmp_path / "merged").exists()
 
 
 # --- the console script ---------------------------------------------------------------------
