@@ -25,7 +25,6 @@ record with the reason; the other episodes go on, and a later run redoes it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import itertools
 import json
@@ -45,7 +44,7 @@ from scipy import stats
 
 from rescue_env.concurrency import request_priority
 from rescue_env.data.schema import Dialogue
-from rescue_env.jsonl import GZIP_MAGIC, decode, dumps, encode_line, encode_lines
+from rescue_env.jsonl import GZIP_MAGIC, decode, dumps, encode_line
 from rescue_env.envs.gym_env import GroupSupportEnv
 
 
@@ -353,10 +352,15 @@ class EpisodeJournal:
             self._lines.pop(record.key, None)
             self._lines[record.key] = line
             self._records[record.key] = record
-        with open(self.path, "rb") if self.path.is_file() else contextlib.nullcontext(None) as fh:
-            head = fh.read(len(GZIP_MAGIC)) if fh is not None else b""
+        try:
+            with self.path.open("rb") as fh:
+                head = fh.read(len(GZIP_MAGIC))
+        except FileNotFoundError:
+            head = b""
         #: lines are written as gzip members
         self.compress = head == GZIP_MAGIC if head else self.path.name.endswith(".gz")
+        # the bytes appended per key, reused by rewrite (compressing once per episode)
+        self._encoded: dict[str, bytes] = {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -388,6 +392,7 @@ class EpisodeJournal:
         os.fsync(self._fd)
         self._lines.pop(record.key, None)
         self._lines[record.key] = line
+        self._encoded[record.key] = data
         self._records[record.key] = record
 
     def rewrite(self, order: Sequence[str]) -> None:
@@ -397,7 +402,7 @@ class EpisodeJournal:
         keys += [k for k in self._lines if k not in set(keys)]
         tmp = self.path.with_name(self.path.name + ".tmp")
         with tmp.open("wb") as fh:
-            fh.write(encode_lines([self._lines[k] for k in keys], compress=self.compress))
+            fh.write(b"".join(self._encoded.get(k) or encode_line(self._lines[k], compress=self.compress) for k in keys))
             fh.flush()
             os.fsync(fh.fileno())
         self.close()
