@@ -121,18 +121,13 @@ def decode(raw: bytes) -> Decoded:
     return Decoded(data, True, members, cut)
 
 
-def read_decoded(path: str | Path) -> Decoded:
-    """:func:`decode` of the file at ``path`` (``OSError`` propagates)."""
-    return decode(Path(path).read_bytes())
-
-
 def read_bytes(path: str | Path) -> bytes:
     """The bytes of the JSON Lines file at ``path``, gzip taken off.
 
     Raises:
         JsonlError: a gzip file cut or corrupt, naming the line after the last whole one.
     """
-    decoded = read_decoded(path)
+    decoded = decode(Path(path).read_bytes())
     if decoded.cut is not None:
         whole = decoded.data.count(b"\n")
         raise JsonlError(path, whole + 1, f"{decoded.cut}; the {whole} lines before it are whole")
