@@ -59,6 +59,11 @@ class Faults:
     stall_s: float = 5.0
     """How long a ``stall`` request hangs before answering (set it above the client timeout)."""
     seed: int = 0
+    max_in_a_row: int | None = None
+    """Most drawn faults one request (the same body, retried) meets in a row; after that it is
+    answered. None: no cap. A test of a client's retry budget sets it below the budget: with
+    rates alone, a streak longer than the budget happens by chance (0.2**6 per call at 20 %
+    and 5 retries) and the test would fail once in a few dozen runs."""
 
     def __post_init__(self) -> None:
         unknown = {k for k in [*self.schedule, *self.rates] if k is not None} - set(FAULT_KINDS)
@@ -203,6 +208,7 @@ class MockLLMServer:
         self.require_key = require_key
         self._port = port
         self._rng = random.Random(self.faults.seed)
+        self._streaks: dict[str, int] = {}  # faults in a row per request body (Faults.max_in_a_row)
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._chat_count = 0
@@ -259,7 +265,7 @@ class MockLLMServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _next_fault(self) -> tuple[int, FaultKind | None]:
+    def _next_fault(self, body: dict[str, Any]) -> tuple[int, FaultKind | None]:
         """The request's index and its fault."""
         with self._lock:
             index = self._chat_count
@@ -267,11 +273,19 @@ class MockLLMServer:
             if index < len(self.faults.schedule):
                 return index, self.faults.schedule[index]
             draw = self._rng.random()
+            cap = self.faults.max_in_a_row
+            key = json.dumps(body, sort_keys=True) if cap is not None else ""
+            fault = self._draw(draw) if cap is None or self._streaks.get(key, 0) < cap else None
+            if cap is not None:
+                self._streaks[key] = self._streaks.get(key, 0) + 1 if fault else 0
+        return index, fault
+
+    def _draw(self, draw: float) -> FaultKind | None:
         for kind, rate in self.faults.rates.items():
             if draw < rate:
-                return index, kind
+                return kind
             draw -= rate
-        return index, None
+        return None
 
     def _completion(self, index: int, body: dict[str, Any], fault: FaultKind | None) -> dict[str, Any]:
         response_format = body.get("response_format") or {}
@@ -374,7 +388,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         mock = self.mock
-        index, fault = mock._next_fault()
+        index, fault = mock._next_fault(body)
         self._record(body, fault)
         sent_key = self.headers.get("Authorization", "").removeprefix("Bearer ")
         if mock.require_key is not None and sent_key != mock.require_key:

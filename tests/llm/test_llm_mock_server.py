@@ -75,6 +75,21 @@ def test_fault_schedule_then_rates_are_deterministic():
     assert kinds == run()
 
 
+def test_a_request_meets_at_most_max_in_a_row_faults_then_is_answered():
+    faults = Faults(rates={"server_error": 1.0}, max_in_a_row=2)
+    with MockLLMServer(faults=faults) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="EMPTY", max_retries=0)
+        outcomes = []
+        for content in ["hi", "hi", "hi", "hi", "other"]:
+            try:
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
+                outcomes.append("ok")
+            except openai.InternalServerError:
+                outcomes.append("500")
+    # the same body: two faults, then an answer, then the streak starts again; a new body has its own
+    assert outcomes == ["500", "500", "ok", "500", "500"]
+
+
 def test_bad_fault_config_names_the_kinds():
     with pytest.raises(ValueError, match="unknown fault kinds"):
         Faults(schedule=["timeout"])  # type: ignore[list-item]

@@ -136,9 +136,10 @@ def test_injected_faults_lose_no_episode(kind, serve, data, tmp_path):
 def test_twenty_percent_mixed_server_faults_lose_no_episode(serve, tmp_path):
     """Every seed dialogue, one full-length episode each, against a server whose replies are
     20 % faulty (429, 500, a reply cut at max_tokens, no choices): the client's retries absorb
-    them all, and no re-ask is spent on them."""
+    them all, and no re-ask is spent on them. No request meets more than 3 faults in a row
+    (the default budget is 5 retries), so the run cannot fail by an unlucky streak."""
     rates = {"rate_limit": 0.05, "server_error": 0.05, "truncated": 0.05, "empty_choices": 0.05}
-    server = serve(varied_responder, faults=Faults(rates=rates, retry_after="0", seed=1))
+    server = serve(varied_responder, faults=Faults(rates=rates, retry_after="0", seed=1, max_in_a_row=3))
     run_dir = tmp_path / "run"
     args = [
         "rollout", f"hydra.run.dir={run_dir}", "dynamics=llm", "agent=llm", f"llm.base_url={server.base_url}",
