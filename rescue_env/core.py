@@ -264,7 +264,7 @@ _U_LLM_SEED = 1 << 20
 # for every literal draw index they are called with.
 
 
-@njit("uint64(uint64)", cache=True)
+@njit("uint64(uint64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def mix64(z):
     """splitmix64's finaliser: a bijective hash of a 64-bit word."""
     z = z + _GOLDEN
@@ -278,13 +278,13 @@ def _bits(key, step, draw):
     return mix64(key ^ mix64(np.uint64(step) * _STEP_MUL + np.uint64(draw)))
 
 
-@njit("float64(uint64, int64, int64)", cache=True)
+@njit("float64(uint64, int64, int64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _uniform(key, step, draw):
     """A uniform in (0, 1] from (key, step, draw)."""
     return float((_bits(key, step, draw) >> _S11) + _ONE) * (1.0 / 9007199254740992.0)
 
 
-@njit("float64(uint64, int64, int64)", cache=True)
+@njit("float64(uint64, int64, int64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _normal(key, step, draw):
     """One standard normal from the counter uniforms ``draw`` and ``draw + 1``."""
     u1 = _uniform(key, step, draw)
@@ -292,7 +292,7 @@ def _normal(key, step, draw):
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@njit("void(uint64, int64, int64, float64[::1])", cache=True)
+@njit("void(uint64, int64, int64, float64[::1])", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _normals(key, step, count, out):
     """The step's first ``count`` standard normals into ``out`` (Box–Muller: each pair of
     counter uniforms gives two)."""
@@ -311,7 +311,7 @@ def next_key(key):
     return mix64(key ^ _NEXT_SALT)
 
 
-@njit("int64(float64[::1], float64)", cache=True)
+@njit("int64(float64[::1], float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _bisect_right(a, x):
     lo, hi = 0, a.shape[0]
     while lo < hi:
@@ -323,7 +323,7 @@ def _bisect_right(a, x):
     return lo
 
 
-@njit("float64(float64, float64, float64)", cache=True)
+@njit("float64(float64, float64, float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _clip(x, lo, hi):
     """``x`` clipped to [lo, hi] (NaN passes through, as numpy's clip)."""
     return lo if x < lo else (hi if x > hi else x)
@@ -335,7 +335,7 @@ def _clip(x, lo, hi):
 # numba neither re-compiles it per caller nor copies its code into each caller.
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed):
     """The therapist's flat action for a group of ``n``: ``(intervene, invalid, strategy,
     target, members addressed)``; ``addressed`` marks the slots. A target naming an absent
@@ -359,7 +359,7 @@ def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, ta
     return intervene, invalid, s, target, k
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, key, step):
     """1. The move's effect (``effect`` mean and ``sd`` spread of its (pattern, strategy)
     cell), spread over the ``k`` people addressed and fading with the streak (``mult``), times
@@ -384,14 +384,14 @@ def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, ke
         d[worst] += P[P_SIDELINE]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _bucket(d, addressed, n, grow, push):
     """2. Untended distress feeds on itself (``grow``); the pattern presses on everyone."""
     for i in range(n):
         d[i] = (d[i] if addressed[i] else d[i] * grow) + push
 
 
-@njit("int64(float64[:, ::1], int64, int64, int64, boolean, float64, float64)", cache=True)
+@njit("int64(float64[:, ::1], int64, int64, int64, boolean, float64, float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _addressee(g, n, slot, kind, addressed_slot, answer_u, p_answer):
     """Whom ``slot``'s utterance of ``kind`` goes to: the therapist, or the member they regard
     worst (accusations, defences, withdrawals), best (repair, validation) or most neutrally
@@ -415,7 +415,7 @@ def _addressee(g, n, slot, kind, addressed_slot, answer_u, p_answer):
     return pick if (kind != 0 or not addressed_slot) else TO_THERAPIST
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _choose_turns(d, g, addressed, keys, n, key, step, P, second_turn, cum_u, kinds, b_type, b_addressee, turn_slot, turn_type, turn_addressee):
     """3a. The step's client turns, all chosen before any takes effect: client agents' turns
     first (``b_type``/``b_addressee``, slot order), then one or two (``second_turn``) the model
@@ -448,7 +448,7 @@ def _choose_turns(d, g, addressed, keys, n, key, step, P, second_turn, cum_u, ki
     return n_turns
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, utterance_effect):
     """3b. What is said moves the addressee's distress and stance toward the speaker (the
     whole group at half strength)."""
@@ -467,7 +467,7 @@ def _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, utteranc
                     g[j, slot] += 0.5 * dg
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _ripple(d, g, tr, n, contagion, inflow):
     """4. Distress flows from more to less distressed members along hostile edges."""
     if n <= 1:
@@ -484,7 +484,7 @@ def _ripple(d, g, tr, n, contagion, inflow):
         d[i] += c * inflow[i] * tr[i, TR_SUSCEPTIBILITY]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _stance_drift(d, g, tr, n, harden, d_noise, s_noise, key, step, noise):
     """5. Stances harden (or warm) with the pattern (``harden``) and drift by the dyad's
     warmth; noise on distress and stances; both clipped to their ranges."""
@@ -500,7 +500,7 @@ def _stance_drift(d, g, tr, n, harden, d_noise, s_noise, key, step, noise):
             g[i, j] = _clip(y, -1.0, 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _next_pattern(cum_transition, intervene, s, mult, p, key, step):
     """6. The next pattern: the move's row of the transition with probability ``mult``
     (fading with fatigue, like its effect), else the listening row."""
@@ -510,7 +510,7 @@ def _next_pattern(cum_transition, intervene, s, mult, p, key, step):
     return min(_bisect_right(cum, _uniform(key, step, _U_PATTERN) * cum[none]), none)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _untended(untended, untended_turns, addressed, n):
     """7a. Steps since each member was addressed; steps each went unaddressed."""
     for i in range(n):
@@ -595,7 +595,7 @@ def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_pattern
         O[e, off + i] = (0.1 * x if x < 10 else 1.0) if i < n else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _read_distress(obs, d, tr, n, sd, key, t):
     """The observation model: what is seen (``obs``, the row's first ``n`` entries) is a noisy
     reading of latent distress ``d`` (σ* uses the latent state); a volatile client's reading
@@ -604,7 +604,7 @@ def _read_distress(obs, d, tr, n, sd, key, t):
         obs[i] = _clip(d[i] + sd * tr[i, TR_VOLATILITY] * _normal(key, t, _U_READING + 2 * i), 0.0, 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, tr, reading_noise, key):
     """Write row ``e``'s flat observation (:func:`write_observation`), its distress read with
     ``reading_noise``. A start state (``t`` 0) is the seed dialogue's own annotation (already a
@@ -623,7 +623,7 @@ def _observe(e, S, P, n_patterns):
     )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _sigma_star(d, g, n, intervened, P, c):
     """σ* of a group of ``n`` in distress ``d`` and stances ``g`` (:mod:`rescue_env.reward`):
     its weighted components into ``c`` (``COMPONENTS``), returns ``(reward, worst-off
@@ -668,7 +668,7 @@ def _finish(e, S, P, n_patterns):
 # -- fresh episodes ----------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _draw_traits(tr, key, P):
     """Draw a session's clients' latent traits and dyads' warmth into ``tr`` from its episode
     key (reset draws, the normals' indices ``_U_TRAITS`` / ``_U_BASELINE`` / ``_U_WARMTH``; the
@@ -691,7 +691,7 @@ def _draw_traits(tr, key, P):
             tr[i, TR_WARMTH + j] = w
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _copy_start(d0, g0, untended0, n, d, g, untended, untended_turns, tr, baseline):
     """A session's rows from a start-table row (``d0``, ``g0``, ``untended0``): distress (moved by the drawn
     clients' ``baseline`` offsets, when asked), stances, untended counters; returns the
