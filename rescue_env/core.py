@@ -332,7 +332,9 @@ def _clip(x, lo, hi):
 # -- the transition, part by part (rescue_env.dynamics.calibrated states each) ----------------
 # Each part is compiled once, on its own, and takes the rows it reads and writes (session e's
 # distress ``d``, stances ``g``, traits ``tr``…): what a part touches is in its signature, and
-# numba neither re-compiles it per caller nor copies its code into each caller.
+# numba neither re-compiles it per caller nor copies its code into each caller. Functions only
+# compiled code calls are built without the wrappers that make them callable from Python
+# (``no_cpython_wrapper``, ``no_cfunc_wrapper``): about a sixth of a cold compile went there.
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -520,49 +522,53 @@ def _untended(untended, untended_turns, addressed, n):
 
 
 @njit(cache=True, inline="always")
-def _book_step(e, S, intervene, invalid, s, target, n_turns):
-    """7b. Bookkeeping: the streak, the last move and speaker, the step's flags, rows, clock."""
-    if intervene:
-        S.last_strategy[e] = s
-        S.last_target[e] = target
-        S.streak[e] += 1
-        S.interventions[e] += 1
-    else:
-        S.streak[e] = 0
-    if n_turns:
-        S.last_speaker[e] = S.turn_slot[e, n_turns - 1]
-    S.n_turns[e] = n_turns
-    S.intervened[e] = intervene
-    S.step_invalid[e] = invalid
-    if invalid:
-        S.invalid[e] += 1
-    S.row[e] += (1 if intervene else 0) + n_turns
-    S.t[e] += 1
+def _book(S, live):
+    """7b. Bookkeeping of sessions ``live`` after their transition set the step's flags: the
+    streak, the last speaker, the counts, rows, clock."""
+    for e in live:
+        intervene, n_turns = S.intervened[e], S.n_turns[e]
+        if intervene:
+            S.streak[e] += 1
+            S.interventions[e] += 1
+        else:
+            S.streak[e] = 0
+        if n_turns:
+            S.last_speaker[e] = S.turn_slot[e, n_turns - 1]
+        if S.step_invalid[e]:
+            S.invalid[e] += 1
+        S.row[e] += (1 if intervene else 0) + n_turns
+        S.t[e] += 1
 
 
 @njit(cache=True, inline="always")
-def _transition(e, action, S, T, W):
-    """The calibrated model moves session ``e`` one step under the therapist's flat action:
-    distress, stances, pattern, the step's client turns, and the step's bookkeeping."""
+def _transition(S, T, W, actions, live):
+    """The calibrated model moves sessions ``live`` one step under the therapist's flat
+    actions (``actions[e]``): distress, stances, pattern, the step's client turns and flags,
+    then the bookkeeping (:func:`_book`). A phase loops over the sessions itself: the
+    structures are handed to it once per call, not once per session."""
     P = T.params
-    n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
-    d, g, tr, addressed = S.distress[e], S.stance[e], S.traits[e], W.addressed
-    intervene, invalid, s, target, k = _decode(action, n, T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots, addressed)
-    mult = T.fatigue_pow[min(S.streak[e], T.fatigue_pow.shape[0] - 1)] if intervene else 0.0
-    if intervene:
-        _therapist_effect(d, g, tr, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
-    _bucket(d, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
-    turn_slot, turn_type, turn_addressee = S.turn_slot[e], S.turn_type[e], S.turn_addressee[e]
-    n_turns = _choose_turns(
-        d, g, addressed, W.keys, n, key, step, P, T.second_turn[p], T.cum_utterance[p], T.utterance_kind,
-        S.behaviour_type[e], S.behaviour_addressee[e], turn_slot, turn_type, turn_addressee,
-    )  # fmt: skip
-    _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, T.utterance_effect)
-    _ripple(d, g, tr, n, P[P_CONTAGION], W.inflow)
-    _stance_drift(d, g, tr, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, W.noise)
-    S.pattern[e] = _next_pattern(T.cum_transition, intervene, s, mult, p, key, step)
-    _untended(S.untended[e], S.untended_turns[e], addressed, n)
-    _book_step(e, S, intervene, invalid, s, target, n_turns)
+    addressed = W.addressed
+    for e in live:
+        n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
+        d, g, tr = S.distress[e], S.stance[e], S.traits[e]
+        intervene, invalid, s, target, k = _decode(actions[e], n, T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots, addressed)
+        mult = T.fatigue_pow[min(S.streak[e], T.fatigue_pow.shape[0] - 1)] if intervene else 0.0
+        if intervene:
+            _therapist_effect(d, g, tr, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
+            S.last_strategy[e], S.last_target[e] = s, target
+        _bucket(d, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
+        turn_slot, turn_type, turn_addressee = S.turn_slot[e], S.turn_type[e], S.turn_addressee[e]
+        n_turns = _choose_turns(
+            d, g, addressed, W.keys, n, key, step, P, T.second_turn[p], T.cum_utterance[p], T.utterance_kind,
+            S.behaviour_type[e], S.behaviour_addressee[e], turn_slot, turn_type, turn_addressee,
+        )  # fmt: skip
+        _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, T.utterance_effect)
+        _ripple(d, g, tr, n, P[P_CONTAGION], W.inflow)
+        _stance_drift(d, g, tr, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, W.noise)
+        S.pattern[e] = _next_pattern(T.cum_transition, intervene, s, mult, p, key, step)
+        _untended(S.untended[e], S.untended_turns[e], addressed, n)
+        S.intervened[e], S.step_invalid[e], S.n_turns[e] = intervene, invalid, n_turns
+    _book(S, live)
 
 
 # -- σ*, episode end, observation ------------------------------------------------------------
@@ -615,12 +621,13 @@ def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, tr
 
 
 @njit(cache=True, inline="always")
-def _observe(e, S, P, n_patterns):
-    """Write session ``e``'s flat observation into its row of ``obs``."""
-    _observe_row(
-        S.obs, e, S.distress, S.stance, S.n[e], S.pattern[e], S.t[e], S.streak[e], S.untended, P[P_HORIZON], n_patterns,
-        S.traits[e], P[P_READING_NOISE], S.key[e],
-    )  # fmt: skip
+def _observe(S, P, n_patterns, sessions):
+    """Write the flat observations of ``sessions`` into their rows of ``obs``."""
+    for e in sessions:
+        _observe_row(
+            S.obs, e, S.distress, S.stance, S.n[e], S.pattern[e], S.t[e], S.streak[e], S.untended, P[P_HORIZON], n_patterns,
+            S.traits[e], P[P_READING_NOISE], S.key[e],
+        )  # fmt: skip
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -647,22 +654,23 @@ def _sigma_star(d, g, n, intervened, P, c):
 
 
 @njit(cache=True, inline="always")
-def _finish(e, S, P, n_patterns):
-    """σ* of the state session ``e`` reached and the episode's book, its end, the observation."""
-    reward, max_d = _sigma_star(S.distress[e], S.stance[e], S.n[e], S.intervened[e], P, S.step_sigma[e])
-    S.rewards[e] = reward
-    S.sigma_return[e] += S.discount[e] * reward
-    S.discount[e] *= P[P_GAMMA]
-    for k in range(N_COMPONENTS):
-        S.sigma[e, k] += S.step_sigma[e, k]
-    if max_d > S.peak[e]:
-        S.peak[e] = max_d
-    settled = S.settled[e] + 1 if max_d < P[P_SETTLE_THRESHOLD] else 0
-    S.settled[e] = settled
-    term = P[P_TERMINATE] != 0.0 and settled >= P[P_SETTLE_STEPS]
-    S.terminated[e] = term
-    S.truncated[e] = (not term) and S.t[e] >= P[P_HORIZON]
-    _observe(e, S, P, n_patterns)
+def _finish(S, P, n_patterns, live):
+    """σ* of the states sessions ``live`` reached and their episodes' book, end, observation."""
+    for e in live:
+        reward, max_d = _sigma_star(S.distress[e], S.stance[e], S.n[e], S.intervened[e], P, S.step_sigma[e])
+        S.rewards[e] = reward
+        S.sigma_return[e] += S.discount[e] * reward
+        S.discount[e] *= P[P_GAMMA]
+        for k in range(N_COMPONENTS):
+            S.sigma[e, k] += S.step_sigma[e, k]
+        if max_d > S.peak[e]:
+            S.peak[e] = max_d
+        settled = S.settled[e] + 1 if max_d < P[P_SETTLE_THRESHOLD] else 0
+        S.settled[e] = settled
+        term = P[P_TERMINATE] != 0.0 and settled >= P[P_SETTLE_STEPS]
+        S.terminated[e] = term
+        S.truncated[e] = (not term) and S.t[e] >= P[P_HORIZON]
+    _observe(S, P, n_patterns, live)
 
 
 # -- fresh episodes ----------------------------------------------------------------------------
@@ -715,59 +723,90 @@ def _copy_start(d0, g0, untended0, n, d, g, untended, untended_turns, tr, baseli
 
 
 @njit(cache=True, inline="always")
-def _begin(e, start, S, P, ST, n_patterns, streak, baseline):
-    """Start session ``e`` (its key already set) from row ``start`` of the start table ``ST``
-    with the therapist's ``streak``; the clients' traits are drawn from the key, and with
-    ``baseline`` their distress moves by their drawn baseline offset (a reset from a seed
-    dialogue; not a state :meth:`Core.load` put in: a real person's state already holds
-    their baseline). The step outputs (reward, flags) are left to the caller."""
-    n = ST.n[start]
-    S.n[e] = n
-    S.pattern[e] = ST.pattern[start]
-    S.row[e] = ST.row[start]
-    S.start[e] = start
-    S.streak[e] = streak
-    S.t[e] = S.interventions[e] = S.invalid[e] = S.settled[e] = S.n_turns[e] = 0
-    S.last_speaker[e] = S.last_strategy[e] = S.last_target[e] = KEEP
-    S.intervened[e] = S.step_invalid[e] = False
-    S.sigma_return[e] = 0.0
-    S.discount[e] = 1.0
-    S.sigma[e].fill(0.0)
-    S.step_sigma[e].fill(0.0)
-    _draw_traits(S.traits[e], S.key[e], P)
-    S.peak[e] = _copy_start(
-        ST.distress[start], ST.stance[start], ST.untended[start], n, S.distress[e], S.stance[e], S.untended[e], S.untended_turns[e], S.traits[e], baseline
-    )
-    _observe(e, S, P, n_patterns)
+def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns):
+    """Start ``sessions`` (their keys already set): session ``sessions[k]`` from seed dialogue
+    ``dialogues[k]`` cut at ``rows[k]`` (:func:`_draw_start`) with the therapist's
+    ``streaks[k]``; the clients' traits are drawn from the key, and with ``baseline`` their
+    distress moves by their drawn baseline offset (a reset from a seed dialogue; not a state
+    :meth:`Core.load` put in: a real person's state already holds their baseline). The step
+    outputs (reward, flags) are left to the caller."""
+    for k in range(sessions.shape[0]):
+        e = sessions[k]
+        start = _draw_start(S.key[e], dialogues[k], rows[k], ST.first, ST.count, ST.low)
+        n = ST.n[start]
+        S.n[e] = n
+        S.pattern[e] = ST.pattern[start]
+        S.row[e] = ST.row[start]
+        S.start[e] = start
+        S.streak[e] = streaks[k]
+        S.t[e] = S.interventions[e] = S.invalid[e] = S.settled[e] = S.n_turns[e] = 0
+        S.last_speaker[e] = S.last_strategy[e] = S.last_target[e] = KEEP
+        S.intervened[e] = S.step_invalid[e] = False
+        S.sigma_return[e] = 0.0
+        S.discount[e] = 1.0
+        for c in range(N_COMPONENTS):
+            S.sigma[e, c] = S.step_sigma[e, c] = 0.0
+        _draw_traits(S.traits[e], S.key[e], P)
+        S.peak[e] = _copy_start(
+            ST.distress[start], ST.stance[start], ST.untended[start], n, S.distress[e], S.stance[e], S.untended[e], S.untended_turns[e], S.traits[e], baseline
+        )
+    _observe(S, P, n_patterns, sessions)
 
 
 @njit(cache=True, inline="always")
-def _draw_start(key, dialogue, row, ST):
+def _draw_start(key, dialogue, row, first, count, low):
     """The start-table row of a reset: the dialogue (``-1``: drawn uniformly) cut at ``row``
-    (``-1``: drawn uniformly from the dialogue's ``min_prefix`` to its last row)."""
-    n_dialogues = ST.first.shape[0]
+    (``-1``: drawn uniformly from the dialogue's ``min_prefix`` to its last row); ``first``,
+    ``count``, ``low``: the start table's (:class:`Starts`)."""
+    n_dialogues = first.shape[0]
     if dialogue < 0:
         dialogue = min(int(_uniform(key, _RESET_STEP, 0) * n_dialogues), n_dialogues - 1)
-    n_rows = ST.count[dialogue] - 1
+    n_rows = count[dialogue] - 1
     if row < 0:
-        lo = ST.low[dialogue]
+        lo = low[dialogue]
         row = lo + min(int(_uniform(key, _RESET_STEP, 1) * (n_rows - lo)), n_rows - lo - 1) if n_rows > 1 else 0
-    return ST.first[dialogue] + row
+    return first[dialogue] + row
 
 
 @njit(cache=True, inline="always")
-def _keep_final(e, S, X):
-    """Copy what :meth:`Core.stats` reads of session ``e``'s ended episode into ``X``."""
-    for i in range(S.obs.shape[1]):
-        X.obs[e, i] = S.obs[e, i]
-    X.n[e], X.t[e], X.start[e] = S.n[e], S.t[e], S.start[e]
-    X.interventions[e], X.invalid[e] = S.interventions[e], S.invalid[e]
-    X.sigma_return[e], X.peak[e] = S.sigma_return[e], S.peak[e]
-    for c in range(N_COMPONENTS):
-        X.sigma[e, c] = S.sigma[e, c]
-    for i in range(S.distress.shape[1]):
-        X.untended_turns[e, i] = S.untended_turns[e, i]
-        X.distress[e, i] = S.distress[e, i]
+def _keep_final(S, X, sessions):
+    """Copy what :meth:`Core.stats` reads of the ended episodes of ``sessions`` into ``X``."""
+    for e in sessions:
+        for i in range(S.obs.shape[1]):
+            X.obs[e, i] = S.obs[e, i]
+        X.n[e], X.t[e], X.start[e] = S.n[e], S.t[e], S.start[e]
+        X.interventions[e], X.invalid[e] = S.interventions[e], S.invalid[e]
+        X.sigma_return[e], X.peak[e] = S.sigma_return[e], S.peak[e]
+        for c in range(N_COMPONENTS):
+            X.sigma[e, c] = S.sigma[e, c]
+        for i in range(S.distress.shape[1]):
+            X.untended_turns[e, i] = S.untended_turns[e, i]
+            X.distress[e, i] = S.distress[e, i]
+
+
+@njit(cache=True, inline="always")
+def _clear(S, sessions):
+    """A fresh episode's first outputs: reward 0, not ended."""
+    for e in sessions:
+        S.rewards[e] = 0.0
+        S.terminated[e] = False
+        S.truncated[e] = False
+
+
+@njit("UniTuple(int64[::1], 2)(int64[::1], boolean[::1], boolean[::1])", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _split_ended(sessions, terminated, truncated):
+    """``sessions`` split into those whose episode goes on and those whose episode ended."""
+    going = np.empty(sessions.shape[0], np.int64)
+    ended = np.empty(sessions.shape[0], np.int64)
+    n_going = n_ended = 0
+    for e in sessions:
+        if terminated[e] or truncated[e]:
+            ended[n_ended] = e
+            n_ended += 1
+        else:
+            going[n_going] = e
+            n_going += 1
+    return going[:n_going], ended[:n_ended]
 
 
 #: tasks of :func:`_kernel`
@@ -779,7 +818,7 @@ _RESET, _LOAD, _STEP, _TRANSITION, _FINISH = range(5)
 NO_AUTORESET, SAME_STEP, NEXT_STEP = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns):
     """The one compiled entry point: start sessions ``idx`` (``_RESET``: from the seed
     dialogues ``dialogues`` cut at ``rows``, ``-1`` drawn; ``_LOAD``: from the start table's
@@ -787,39 +826,32 @@ def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_p
     (``_STEP`` in autoreset ``mode``; ``_TRANSITION`` or ``_FINISH``, its two halves).
 
     The structures come as plain tuples (numba reads a plain tuple of arrays from Python
-    several times faster than a NamedTuple) and are named here. Every helper is inlined
-    once, here: the model is compiled once per process and cache."""
+    several times faster than a NamedTuple) and are named here. The phases are inlined
+    once, here, and each loops over its sessions (sessions are independent: a session's
+    numbers do not depend on the order)."""
     S, X, T, ST = State(*s), Final(*x), Tables(*t), Starts(*st)
     P = T.params
     starting = task == _RESET or task == _LOAD
-    cap = S.distress.shape[1]
-    W = Scratch(np.zeros(cap, np.bool_), np.zeros(cap), np.zeros(cap), np.zeros(cap + cap * cap + 1))
-    for k in range(idx.shape[0] if starting else S.n.shape[0]):
-        e = idx[k] if starting else k
-        dialogue, row, streak = -1, -1, 0
-        fresh = starting
-        clear = True  # a fresh episode's first outputs: reward 0, not ended
-        if starting:
-            dialogue, row, streak = dialogues[k], rows[k], streaks[k]
-        elif task == _STEP and mode == NEXT_STEP and (S.terminated[e] or S.truncated[e]):
-            fresh = True
-        else:
-            if task != _FINISH:
-                _transition(e, actions[e], S, T, W)
-            if task != _TRANSITION:
-                _finish(e, S, P, n_patterns)
-            if task == _STEP and mode == SAME_STEP and (S.terminated[e] or S.truncated[e]):
-                _keep_final(e, S, X)
-                fresh = True
-                clear = False  # this call's outputs are the ended episode's
-        if fresh:
-            if not starting:  # the next episode of an autoreset: its key chains from this one
-                S.key[e] = next_key(S.key[e])
-            _begin(e, _draw_start(S.key[e], dialogue, row, ST), S, P, ST, n_patterns, streak, task != _LOAD)
-            if clear:
-                S.rewards[e] = 0.0
-                S.terminated[e] = False
-                S.truncated[e] = False
+    fresh = idx  # the sessions that start an episode in this call
+    if not starting:
+        live = np.arange(S.n.shape[0])
+        live, fresh = _split_ended(live, S.terminated, S.truncated) if task == _STEP and mode == NEXT_STEP else (live, live[:0])
+        if task != _FINISH:
+            cap = S.distress.shape[1]
+            W = Scratch(np.zeros(cap, np.bool_), np.zeros(cap), np.zeros(cap), np.zeros(cap + cap * cap + 1))
+            _transition(S, T, W, actions, live)
+        if task != _TRANSITION:
+            _finish(S, P, n_patterns, live)
+        if task == _STEP and mode == SAME_STEP:
+            fresh = _split_ended(live, S.terminated, S.truncated)[1]
+            _keep_final(S, X, fresh)  # this call's outputs stay the ended episodes'
+        for e in fresh:  # the next episode of an autoreset: its key chains from this one
+            S.key[e] = next_key(S.key[e])
+        dialogues = rows = np.full(fresh.shape[0], -1, np.int64)
+        streaks = np.zeros(fresh.shape[0], np.int64)
+    _begin(S, P, ST, fresh, dialogues, rows, streaks, task != _LOAD, n_patterns)
+    if starting or mode == NEXT_STEP:
+        _clear(S, fresh)
 
 
 _import_notice.__exit__()
