@@ -330,9 +330,10 @@ def _clip(x, lo, hi):
 
 
 # -- the transition, part by part (rescue_env.dynamics.calibrated states each) ----------------
-# Each part is compiled once, on its own, and takes the rows it reads and writes (session e's
-# distress ``d``, stances ``g``, traits ``tr``…): what a part touches is in its signature, and
-# numba neither re-compiles it per caller nor copies its code into each caller. Functions only
+# Each part is compiled once, on its own, and takes the arrays it reads and writes (distress
+# ``D``, stances ``G``, traits ``TR``…) and the session ``e``: what a part touches is in its
+# signature, and numba neither re-compiles it per caller nor copies its code into each caller.
+# Whole arrays and an index, not row views: a view is built and reference-counted per call. Functions only
 # compiled code calls are built without the wrappers that make them callable from Python
 # (``no_cpython_wrapper``, ``no_cfunc_wrapper``): about a sixth of a cold compile went there.
 
@@ -362,7 +363,7 @@ def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, ta
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, key, step):
+def _therapist_effect(D, G, TR, e, addressed, n, k, P, effect, sd, soften, mult, key, step):
     """1. The move's effect (``effect`` mean and ``sd`` spread of its (pattern, strategy)
     cell), spread over the ``k`` people addressed and fading with the streak (``mult``), times
     each client's reactivity; their stances soften; the most distressed member, if not
@@ -370,7 +371,7 @@ def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, ke
     share = 1.0 if k == 1 else (P[P_GROUP_SHARE] if k >= n else P[P_DYAD_SHARE])
     worst = 0
     for i in range(1, n):
-        if d[i] > d[worst]:
+        if D[e, i] > D[e, worst]:
             worst = i
     scale = mult * share
     soft = soften * scale
@@ -379,22 +380,22 @@ def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, ke
             # the cell's mean, spread over the people addressed, and its own per-person
             # spread, fading with the streak like the mean (one person's response: no share)
             eff = effect * scale + (sd * mult * _normal(key, step, _U_EFFECT + 2 * i) if sd > 0.0 else 0.0)
-            d[i] += eff * tr[i, TR_REACTIVITY]
+            D[e, i] += eff * TR[e, i, TR_REACTIVITY]
             for j in range(n):
-                g[i, j] += soft * (1.0 - g[i, j])
+                G[e, i, j] += soft * (1.0 - G[e, i, j])
     if not addressed[worst]:
-        d[worst] += P[P_SIDELINE]
+        D[e, worst] += P[P_SIDELINE]
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _bucket(d, addressed, n, grow, push):
+def _bucket(D, e, addressed, n, grow, push):
     """2. Untended distress feeds on itself (``grow``); the pattern presses on everyone."""
     for i in range(n):
-        d[i] = (d[i] if addressed[i] else d[i] * grow) + push
+        D[e, i] = (D[e, i] if addressed[i] else D[e, i] * grow) + push
 
 
-@njit("int64(float64[:, ::1], int64, int64, int64, boolean, float64, float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _addressee(g, n, slot, kind, addressed_slot, answer_u, p_answer):
+@njit("int64(float64[:, :, ::1], int64, int64, int64, int64, boolean, float64, float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _addressee(G, e, n, slot, kind, addressed_slot, answer_u, p_answer):
     """Whom ``slot``'s utterance of ``kind`` goes to: the therapist, or the member they regard
     worst (accusations, defences, withdrawals), best (repair, validation) or most neutrally
     (small talk)."""
@@ -407,31 +408,33 @@ def _addressee(g, n, slot, kind, addressed_slot, answer_u, p_answer):
         if pick < 0:
             pick = j
         elif kind == _KIND_NEGATIVE:
-            if g[slot, j] < g[slot, pick]:
+            if G[e, slot, j] < G[e, slot, pick]:
                 pick = j
         elif kind == _KIND_POSITIVE:
-            if g[slot, j] > g[slot, pick]:
+            if G[e, slot, j] > G[e, slot, pick]:
                 pick = j
-        elif abs(g[slot, j]) < abs(g[slot, pick]):
+        elif abs(G[e, slot, j]) < abs(G[e, slot, pick]):
             pick = j
     return pick if (kind != 0 or not addressed_slot) else TO_THERAPIST
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _choose_turns(d, g, addressed, keys, n, key, step, P, second_turn, cum_u, kinds, b_type, b_addressee, turn_slot, turn_type, turn_addressee):
+def _choose_turns(D, G, e, addressed, keys, n, key, step, P, second_turn, cum_u, kinds, BT, BA, TS, TT, TA):
     """3a. The step's client turns, all chosen before any takes effect: client agents' turns
-    first (``b_type``/``b_addressee``, slot order), then one or two (``second_turn``) the model
-    draws: who by Gumbel-max over being addressed and distress, the type from the pattern's
-    utterance mix ``cum_u``, then the addressee. Written to ``turn_*``; returns the count."""
+    first (``BT``/``BA``: ``behaviour_type``/``behaviour_addressee``, slot order), then one or
+    two (``second_turn``) the model draws: who by Gumbel-max over being addressed and distress,
+    the type from the pattern's utterance mix ``cum_u``, then the addressee. Written to row
+    ``e`` of ``TS``/``TT``/``TA`` (``turn_slot``/``turn_type``/``turn_addressee``); returns the
+    count."""
     n_model = 2 if (n > 1 and _uniform(key, step, _U_SECOND) < second_turn) else 1
     for i in range(n):
         gumbel = -math.log(-math.log(min(_uniform(key, step, _U_SPEAKER + i), 1.0 - 1e-16)))
-        keys[i] = P[P_SPEAK_ADDRESSED] * (1.0 if addressed[i] else 0.0) + P[P_SPEAK_DISTRESS] * d[i] + gumbel
+        keys[i] = P[P_SPEAK_ADDRESSED] * (1.0 if addressed[i] else 0.0) + P[P_SPEAK_DISTRESS] * D[e, i] + gumbel
     answer_u = _uniform(key, step, _U_ANSWER)
     n_turns = 0
     for i in range(n):
-        if b_type[i] >= 0:
-            turn_slot[n_turns], turn_type[n_turns], turn_addressee[n_turns] = i, b_type[i], b_addressee[i]
+        if BT[e, i] >= 0:
+            TS[e, n_turns], TT[e, n_turns], TA[e, n_turns] = i, BT[e, i], BA[e, i]
             n_turns += 1
     last = cum_u.shape[0] - 1
     first = -1
@@ -441,36 +444,36 @@ def _choose_turns(d, g, addressed, keys, n, key, step, P, second_turn, cum_u, ki
             if i != first and (best < 0 or keys[i] > keys[best]):
                 best = i
         first = best
-        if b_type[best] != FREE:  # a client agent decides this slot
+        if BT[e, best] != FREE:  # a client agent decides this slot
             continue
         utype = min(_bisect_right(cum_u, _uniform(key, step, _U_TYPE + t_k) * cum_u[last]), last)
-        turn_slot[n_turns], turn_type[n_turns] = best, utype
-        turn_addressee[n_turns] = _addressee(g, n, best, kinds[utype], addressed[best], answer_u, P[P_ANSWER])
+        TS[e, n_turns], TT[e, n_turns] = best, utype
+        TA[e, n_turns] = _addressee(G, e, n, best, kinds[utype], addressed[best], answer_u, P[P_ANSWER])
         n_turns += 1
     return n_turns
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, utterance_effect):
+def _hear_turns(D, G, e, n, n_turns, TS, TT, TA, utterance_effect):
     """3b. What is said moves the addressee's distress and stance toward the speaker (the
     whole group at half strength)."""
     for t_k in range(n_turns):
-        slot = turn_slot[t_k]
-        addressee = turn_addressee[t_k]
-        dd = utterance_effect[turn_type[t_k], 0]
-        dg = utterance_effect[turn_type[t_k], 1]
+        slot = TS[e, t_k]
+        addressee = TA[e, t_k]
+        dd = utterance_effect[TT[e, t_k], 0]
+        dg = utterance_effect[TT[e, t_k], 1]
         if addressee >= 0 and addressee != slot:
-            d[addressee] += dd
-            g[addressee, slot] += dg
+            D[e, addressee] += dd
+            G[e, addressee, slot] += dg
         elif addressee == TO_GROUP:
             for j in range(n):
                 if j != slot:
-                    d[j] += 0.5 * dd
-                    g[j, slot] += 0.5 * dg
+                    D[e, j] += 0.5 * dd
+                    G[e, j, slot] += 0.5 * dg
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _ripple(d, g, tr, n, contagion, inflow):
+def _ripple(D, G, TR, e, n, contagion, inflow):
     """4. Distress flows from more to less distressed members along hostile edges."""
     if n <= 1:
         return
@@ -478,28 +481,28 @@ def _ripple(d, g, tr, n, contagion, inflow):
     for i in range(n):
         inflow[i] = 0.0
         for j in range(n):
-            if j != i and d[j] > d[i]:
-                hostility = -0.5 * (g[i, j] + g[j, i])
+            if j != i and D[e, j] > D[e, i]:
+                hostility = -0.5 * (G[e, i, j] + G[e, j, i])
                 if hostility > 0:
-                    inflow[i] += hostility * (d[j] - d[i])
+                    inflow[i] += hostility * (D[e, j] - D[e, i])
     for i in range(n):
-        d[i] += c * inflow[i] * tr[i, TR_SUSCEPTIBILITY]
+        D[e, i] += c * inflow[i] * TR[e, i, TR_SUSCEPTIBILITY]
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _stance_drift(d, g, tr, n, harden, d_noise, s_noise, key, step, noise):
+def _stance_drift(D, G, TR, e, n, harden, d_noise, s_noise, key, step, noise):
     """5. Stances harden (or warm) with the pattern (``harden``) and drift by the dyad's
     warmth; noise on distress and stances; both clipped to their ranges."""
     toward, rate = (-1.0, harden) if harden >= 0 else (1.0, -harden)
     _normals(key, step, n + n * n, noise)
     for i in range(n):
-        d[i] = _clip(d[i] + d_noise * tr[i, TR_VOLATILITY] * noise[i], 0.0, 1.0)
+        D[e, i] = _clip(D[e, i] + d_noise * TR[e, i, TR_VOLATILITY] * noise[i], 0.0, 1.0)
         for j in range(n):
             if j == i:
-                g[i, j] = 0.0
+                G[e, i, j] = 0.0
                 continue
-            y = g[i, j] + rate * (toward - g[i, j]) + tr[i, TR_WARMTH + j] + s_noise * noise[n + i * n + j]
-            g[i, j] = _clip(y, -1.0, 1.0)
+            y = G[e, i, j] + rate * (toward - G[e, i, j]) + TR[e, i, TR_WARMTH + j] + s_noise * noise[n + i * n + j]
+            G[e, i, j] = _clip(y, -1.0, 1.0)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -513,12 +516,12 @@ def _next_pattern(cum_transition, intervene, s, mult, p, key, step):
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _untended(untended, untended_turns, addressed, n):
+def _untended(UNT, UT, e, addressed, n):
     """7a. Steps since each member was addressed; steps each went unaddressed."""
     for i in range(n):
-        untended[i] = 0 if addressed[i] else untended[i] + 1
+        UNT[e, i] = 0 if addressed[i] else UNT[e, i] + 1
         if not addressed[i]:
-            untended_turns[i] += 1
+            UT[e, i] += 1
 
 
 @njit(cache=True, inline="always")
@@ -548,25 +551,24 @@ def _transition(S, T, W, actions, live):
     structures are handed to it once per call, not once per session."""
     P = T.params
     addressed = W.addressed
+    D, G, TR = S.distress, S.stance, S.traits
     for e in live:
         n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
-        d, g, tr = S.distress[e], S.stance[e], S.traits[e]
         intervene, invalid, s, target, k = _decode(actions[e], n, T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots, addressed)
         mult = T.fatigue_pow[min(S.streak[e], T.fatigue_pow.shape[0] - 1)] if intervene else 0.0
         if intervene:
-            _therapist_effect(d, g, tr, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
+            _therapist_effect(D, G, TR, e, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
             S.last_strategy[e], S.last_target[e] = s, target
-        _bucket(d, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
-        turn_slot, turn_type, turn_addressee = S.turn_slot[e], S.turn_type[e], S.turn_addressee[e]
+        _bucket(D, e, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
         n_turns = _choose_turns(
-            d, g, addressed, W.keys, n, key, step, P, T.second_turn[p], T.cum_utterance[p], T.utterance_kind,
-            S.behaviour_type[e], S.behaviour_addressee[e], turn_slot, turn_type, turn_addressee,
+            D, G, e, addressed, W.keys, n, key, step, P, T.second_turn[p], T.cum_utterance[p], T.utterance_kind,
+            S.behaviour_type, S.behaviour_addressee, S.turn_slot, S.turn_type, S.turn_addressee,
         )  # fmt: skip
-        _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, T.utterance_effect)
-        _ripple(d, g, tr, n, P[P_CONTAGION], W.inflow)
-        _stance_drift(d, g, tr, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, W.noise)
+        _hear_turns(D, G, e, n, n_turns, S.turn_slot, S.turn_type, S.turn_addressee, T.utterance_effect)
+        _ripple(D, G, TR, e, n, P[P_CONTAGION], W.inflow)
+        _stance_drift(D, G, TR, e, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, W.noise)
         S.pattern[e] = _next_pattern(T.cum_transition, intervene, s, mult, p, key, step)
-        _untended(S.untended[e], S.untended_turns[e], addressed, n)
+        _untended(S.untended, S.untended_turns, e, addressed, n)
         S.intervened[e], S.step_invalid[e], S.n_turns[e] = intervene, invalid, n_turns
     _book(S, live)
 
