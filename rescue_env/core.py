@@ -851,9 +851,10 @@ def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_p
             S.key[e] = next_key(S.key[e])
         dialogues = rows = np.full(fresh.shape[0], -1, np.int64)
         streaks = np.zeros(fresh.shape[0], np.int64)
-    _begin(S, P, ST, fresh, dialogues, rows, streaks, task != _LOAD, n_patterns)
-    if starting or mode == NEXT_STEP:
-        _clear(S, fresh)
+    if fresh.shape[0]:  # each phase called hands the structures over: only when it has work
+        _begin(S, P, ST, fresh, dialogues, rows, streaks, task != _LOAD, n_patterns)
+        if starting or mode == NEXT_STEP:
+            _clear(S, fresh)
 
 
 _import_notice.__exit__()
