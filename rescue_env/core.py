@@ -264,7 +264,7 @@ _U_LLM_SEED = 1 << 20
 # for every literal draw index they are called with.
 
 
-@njit("uint64(uint64)", cache=True)
+@njit("uint64(uint64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def mix64(z):
     """splitmix64's finaliser: a bijective hash of a 64-bit word."""
     z = z + _GOLDEN
@@ -278,13 +278,13 @@ def _bits(key, step, draw):
     return mix64(key ^ mix64(np.uint64(step) * _STEP_MUL + np.uint64(draw)))
 
 
-@njit("float64(uint64, int64, int64)", cache=True)
+@njit("float64(uint64, int64, int64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _uniform(key, step, draw):
     """A uniform in (0, 1] from (key, step, draw)."""
     return float((_bits(key, step, draw) >> _S11) + _ONE) * (1.0 / 9007199254740992.0)
 
 
-@njit("float64(uint64, int64, int64)", cache=True)
+@njit("float64(uint64, int64, int64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _normal(key, step, draw):
     """One standard normal from the counter uniforms ``draw`` and ``draw + 1``."""
     u1 = _uniform(key, step, draw)
@@ -292,7 +292,7 @@ def _normal(key, step, draw):
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@njit("void(uint64, int64, int64, float64[::1])", cache=True)
+@njit("void(uint64, int64, int64, float64[::1])", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _normals(key, step, count, out):
     """The step's first ``count`` standard normals into ``out`` (Box–Muller: each pair of
     counter uniforms gives two)."""
@@ -311,7 +311,7 @@ def next_key(key):
     return mix64(key ^ _NEXT_SALT)
 
 
-@njit("int64(float64[::1], float64)", cache=True)
+@njit("int64(float64[::1], float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _bisect_right(a, x):
     lo, hi = 0, a.shape[0]
     while lo < hi:
@@ -323,19 +323,22 @@ def _bisect_right(a, x):
     return lo
 
 
-@njit("float64(float64, float64, float64)", cache=True)
+@njit("float64(float64, float64, float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _clip(x, lo, hi):
     """``x`` clipped to [lo, hi] (NaN passes through, as numpy's clip)."""
     return lo if x < lo else (hi if x > hi else x)
 
 
 # -- the transition, part by part (rescue_env.dynamics.calibrated states each) ----------------
-# Each part is compiled once, on its own, and takes the rows it reads and writes (session e's
-# distress ``d``, stances ``g``, traits ``tr``…): what a part touches is in its signature, and
-# numba neither re-compiles it per caller nor copies its code into each caller.
+# Each part is compiled once, on its own, and takes the arrays it reads and writes (distress
+# ``D``, stances ``G``, traits ``TR``…) and the session ``e``: what a part touches is in its
+# signature, and numba neither re-compiles it per caller nor copies its code into each caller.
+# Whole arrays and an index, not row views: a view is built and reference-counted per call. Functions only
+# compiled code calls are built without the wrappers that make them callable from Python
+# (``no_cpython_wrapper``, ``no_cfunc_wrapper``): building them costs compile time for nothing.
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed):
     """The therapist's flat action for a group of ``n``: ``(intervene, invalid, strategy,
     target, members addressed)``; ``addressed`` marks the slots. A target naming an absent
@@ -359,8 +362,8 @@ def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, ta
     return intervene, invalid, s, target, k
 
 
-@njit(cache=True)
-def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, key, step):
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _therapist_effect(D, G, TR, e, addressed, n, k, P, effect, sd, soften, mult, key, step):
     """1. The move's effect (``effect`` mean and ``sd`` spread of its (pattern, strategy)
     cell), spread over the ``k`` people addressed and fading with the streak (``mult``), times
     each client's reactivity; their stances soften; the most distressed member, if not
@@ -368,7 +371,7 @@ def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, ke
     share = 1.0 if k == 1 else (P[P_GROUP_SHARE] if k >= n else P[P_DYAD_SHARE])
     worst = 0
     for i in range(1, n):
-        if d[i] > d[worst]:
+        if D[e, i] > D[e, worst]:
             worst = i
     scale = mult * share
     soft = soften * scale
@@ -377,22 +380,22 @@ def _therapist_effect(d, g, tr, addressed, n, k, P, effect, sd, soften, mult, ke
             # the cell's mean, spread over the people addressed, and its own per-person
             # spread, fading with the streak like the mean (one person's response: no share)
             eff = effect * scale + (sd * mult * _normal(key, step, _U_EFFECT + 2 * i) if sd > 0.0 else 0.0)
-            d[i] += eff * tr[i, TR_REACTIVITY]
+            D[e, i] += eff * TR[e, i, TR_REACTIVITY]
             for j in range(n):
-                g[i, j] += soft * (1.0 - g[i, j])
+                G[e, i, j] += soft * (1.0 - G[e, i, j])
     if not addressed[worst]:
-        d[worst] += P[P_SIDELINE]
+        D[e, worst] += P[P_SIDELINE]
 
 
-@njit(cache=True)
-def _bucket(d, addressed, n, grow, push):
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _bucket(D, e, addressed, n, grow, push):
     """2. Untended distress feeds on itself (``grow``); the pattern presses on everyone."""
     for i in range(n):
-        d[i] = (d[i] if addressed[i] else d[i] * grow) + push
+        D[e, i] = (D[e, i] if addressed[i] else D[e, i] * grow) + push
 
 
-@njit("int64(float64[:, ::1], int64, int64, int64, boolean, float64, float64)", cache=True)
-def _addressee(g, n, slot, kind, addressed_slot, answer_u, p_answer):
+@njit("int64(float64[:, :, ::1], int64, int64, int64, int64, boolean, float64, float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _addressee(G, e, n, slot, kind, addressed_slot, answer_u, p_answer):
     """Whom ``slot``'s utterance of ``kind`` goes to: the therapist, or the member they regard
     worst (accusations, defences, withdrawals), best (repair, validation) or most neutrally
     (small talk)."""
@@ -405,31 +408,33 @@ def _addressee(g, n, slot, kind, addressed_slot, answer_u, p_answer):
         if pick < 0:
             pick = j
         elif kind == _KIND_NEGATIVE:
-            if g[slot, j] < g[slot, pick]:
+            if G[e, slot, j] < G[e, slot, pick]:
                 pick = j
         elif kind == _KIND_POSITIVE:
-            if g[slot, j] > g[slot, pick]:
+            if G[e, slot, j] > G[e, slot, pick]:
                 pick = j
-        elif abs(g[slot, j]) < abs(g[slot, pick]):
+        elif abs(G[e, slot, j]) < abs(G[e, slot, pick]):
             pick = j
     return pick if (kind != 0 or not addressed_slot) else TO_THERAPIST
 
 
-@njit(cache=True)
-def _choose_turns(d, g, addressed, keys, n, key, step, P, second_turn, cum_u, kinds, b_type, b_addressee, turn_slot, turn_type, turn_addressee):
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _choose_turns(D, G, e, addressed, keys, n, key, step, P, second_turn, cum_u, kinds, BT, BA, TS, TT, TA):
     """3a. The step's client turns, all chosen before any takes effect: client agents' turns
-    first (``b_type``/``b_addressee``, slot order), then one or two (``second_turn``) the model
-    draws: who by Gumbel-max over being addressed and distress, the type from the pattern's
-    utterance mix ``cum_u``, then the addressee. Written to ``turn_*``; returns the count."""
+    first (``BT``/``BA``: ``behaviour_type``/``behaviour_addressee``, slot order), then one or
+    two (``second_turn``) the model draws: who by Gumbel-max over being addressed and distress,
+    the type from the pattern's utterance mix ``cum_u``, then the addressee. Written to row
+    ``e`` of ``TS``/``TT``/``TA`` (``turn_slot``/``turn_type``/``turn_addressee``); returns the
+    count."""
     n_model = 2 if (n > 1 and _uniform(key, step, _U_SECOND) < second_turn) else 1
     for i in range(n):
         gumbel = -math.log(-math.log(min(_uniform(key, step, _U_SPEAKER + i), 1.0 - 1e-16)))
-        keys[i] = P[P_SPEAK_ADDRESSED] * (1.0 if addressed[i] else 0.0) + P[P_SPEAK_DISTRESS] * d[i] + gumbel
+        keys[i] = P[P_SPEAK_ADDRESSED] * (1.0 if addressed[i] else 0.0) + P[P_SPEAK_DISTRESS] * D[e, i] + gumbel
     answer_u = _uniform(key, step, _U_ANSWER)
     n_turns = 0
     for i in range(n):
-        if b_type[i] >= 0:
-            turn_slot[n_turns], turn_type[n_turns], turn_addressee[n_turns] = i, b_type[i], b_addressee[i]
+        if BT[e, i] >= 0:
+            TS[e, n_turns], TT[e, n_turns], TA[e, n_turns] = i, BT[e, i], BA[e, i]
             n_turns += 1
     last = cum_u.shape[0] - 1
     first = -1
@@ -439,36 +444,36 @@ def _choose_turns(d, g, addressed, keys, n, key, step, P, second_turn, cum_u, ki
             if i != first and (best < 0 or keys[i] > keys[best]):
                 best = i
         first = best
-        if b_type[best] != FREE:  # a client agent decides this slot
+        if BT[e, best] != FREE:  # a client agent decides this slot
             continue
         utype = min(_bisect_right(cum_u, _uniform(key, step, _U_TYPE + t_k) * cum_u[last]), last)
-        turn_slot[n_turns], turn_type[n_turns] = best, utype
-        turn_addressee[n_turns] = _addressee(g, n, best, kinds[utype], addressed[best], answer_u, P[P_ANSWER])
+        TS[e, n_turns], TT[e, n_turns] = best, utype
+        TA[e, n_turns] = _addressee(G, e, n, best, kinds[utype], addressed[best], answer_u, P[P_ANSWER])
         n_turns += 1
     return n_turns
 
 
-@njit(cache=True)
-def _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, utterance_effect):
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _hear_turns(D, G, e, n, n_turns, TS, TT, TA, utterance_effect):
     """3b. What is said moves the addressee's distress and stance toward the speaker (the
     whole group at half strength)."""
     for t_k in range(n_turns):
-        slot = turn_slot[t_k]
-        addressee = turn_addressee[t_k]
-        dd = utterance_effect[turn_type[t_k], 0]
-        dg = utterance_effect[turn_type[t_k], 1]
+        slot = TS[e, t_k]
+        addressee = TA[e, t_k]
+        dd = utterance_effect[TT[e, t_k], 0]
+        dg = utterance_effect[TT[e, t_k], 1]
         if addressee >= 0 and addressee != slot:
-            d[addressee] += dd
-            g[addressee, slot] += dg
+            D[e, addressee] += dd
+            G[e, addressee, slot] += dg
         elif addressee == TO_GROUP:
             for j in range(n):
                 if j != slot:
-                    d[j] += 0.5 * dd
-                    g[j, slot] += 0.5 * dg
+                    D[e, j] += 0.5 * dd
+                    G[e, j, slot] += 0.5 * dg
 
 
-@njit(cache=True)
-def _ripple(d, g, tr, n, contagion, inflow):
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _ripple(D, G, TR, e, n, contagion, inflow):
     """4. Distress flows from more to less distressed members along hostile edges."""
     if n <= 1:
         return
@@ -476,31 +481,31 @@ def _ripple(d, g, tr, n, contagion, inflow):
     for i in range(n):
         inflow[i] = 0.0
         for j in range(n):
-            if j != i and d[j] > d[i]:
-                hostility = -0.5 * (g[i, j] + g[j, i])
+            if j != i and D[e, j] > D[e, i]:
+                hostility = -0.5 * (G[e, i, j] + G[e, j, i])
                 if hostility > 0:
-                    inflow[i] += hostility * (d[j] - d[i])
+                    inflow[i] += hostility * (D[e, j] - D[e, i])
     for i in range(n):
-        d[i] += c * inflow[i] * tr[i, TR_SUSCEPTIBILITY]
+        D[e, i] += c * inflow[i] * TR[e, i, TR_SUSCEPTIBILITY]
 
 
-@njit(cache=True)
-def _stance_drift(d, g, tr, n, harden, d_noise, s_noise, key, step, noise):
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _stance_drift(D, G, TR, e, n, harden, d_noise, s_noise, key, step, noise):
     """5. Stances harden (or warm) with the pattern (``harden``) and drift by the dyad's
     warmth; noise on distress and stances; both clipped to their ranges."""
     toward, rate = (-1.0, harden) if harden >= 0 else (1.0, -harden)
     _normals(key, step, n + n * n, noise)
     for i in range(n):
-        d[i] = _clip(d[i] + d_noise * tr[i, TR_VOLATILITY] * noise[i], 0.0, 1.0)
+        D[e, i] = _clip(D[e, i] + d_noise * TR[e, i, TR_VOLATILITY] * noise[i], 0.0, 1.0)
         for j in range(n):
             if j == i:
-                g[i, j] = 0.0
+                G[e, i, j] = 0.0
                 continue
-            y = g[i, j] + rate * (toward - g[i, j]) + tr[i, TR_WARMTH + j] + s_noise * noise[n + i * n + j]
-            g[i, j] = _clip(y, -1.0, 1.0)
+            y = G[e, i, j] + rate * (toward - G[e, i, j]) + TR[e, i, TR_WARMTH + j] + s_noise * noise[n + i * n + j]
+            G[e, i, j] = _clip(y, -1.0, 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _next_pattern(cum_transition, intervene, s, mult, p, key, step):
     """6. The next pattern: the move's row of the transition with probability ``mult``
     (fading with fatigue, like its effect), else the listening row."""
@@ -510,59 +515,62 @@ def _next_pattern(cum_transition, intervene, s, mult, p, key, step):
     return min(_bisect_right(cum, _uniform(key, step, _U_PATTERN) * cum[none]), none)
 
 
-@njit(cache=True)
-def _untended(untended, untended_turns, addressed, n):
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _untended(UNT, UT, e, addressed, n):
     """7a. Steps since each member was addressed; steps each went unaddressed."""
     for i in range(n):
-        untended[i] = 0 if addressed[i] else untended[i] + 1
+        UNT[e, i] = 0 if addressed[i] else UNT[e, i] + 1
         if not addressed[i]:
-            untended_turns[i] += 1
+            UT[e, i] += 1
 
 
 @njit(cache=True, inline="always")
-def _book_step(e, S, intervene, invalid, s, target, n_turns):
-    """7b. Bookkeeping: the streak, the last move and speaker, the step's flags, rows, clock."""
-    if intervene:
-        S.last_strategy[e] = s
-        S.last_target[e] = target
-        S.streak[e] += 1
-        S.interventions[e] += 1
-    else:
-        S.streak[e] = 0
-    if n_turns:
-        S.last_speaker[e] = S.turn_slot[e, n_turns - 1]
-    S.n_turns[e] = n_turns
-    S.intervened[e] = intervene
-    S.step_invalid[e] = invalid
-    if invalid:
-        S.invalid[e] += 1
-    S.row[e] += (1 if intervene else 0) + n_turns
-    S.t[e] += 1
+def _book(S, live):
+    """7b. Bookkeeping of sessions ``live`` after their transition set the step's flags: the
+    streak, the last speaker, the counts, rows, clock."""
+    for e in live:
+        intervene, n_turns = S.intervened[e], S.n_turns[e]
+        if intervene:
+            S.streak[e] += 1
+            S.interventions[e] += 1
+        else:
+            S.streak[e] = 0
+        if n_turns:
+            S.last_speaker[e] = S.turn_slot[e, n_turns - 1]
+        if S.step_invalid[e]:
+            S.invalid[e] += 1
+        S.row[e] += (1 if intervene else 0) + n_turns
+        S.t[e] += 1
 
 
 @njit(cache=True, inline="always")
-def _transition(e, action, S, T, W):
-    """The calibrated model moves session ``e`` one step under the therapist's flat action:
-    distress, stances, pattern, the step's client turns, and the step's bookkeeping."""
+def _transition(S, T, W, actions, live):
+    """The calibrated model moves sessions ``live`` one step under the therapist's flat
+    actions (``actions[e]``): distress, stances, pattern, the step's client turns and flags,
+    then the bookkeeping (:func:`_book`). A phase loops over the sessions itself: the
+    structures are handed to it once per call, not once per session."""
     P = T.params
-    n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
-    d, g, tr, addressed = S.distress[e], S.stance[e], S.traits[e], W.addressed
-    intervene, invalid, s, target, k = _decode(action, n, T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots, addressed)
-    mult = T.fatigue_pow[min(S.streak[e], T.fatigue_pow.shape[0] - 1)] if intervene else 0.0
-    if intervene:
-        _therapist_effect(d, g, tr, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
-    _bucket(d, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
-    turn_slot, turn_type, turn_addressee = S.turn_slot[e], S.turn_type[e], S.turn_addressee[e]
-    n_turns = _choose_turns(
-        d, g, addressed, W.keys, n, key, step, P, T.second_turn[p], T.cum_utterance[p], T.utterance_kind,
-        S.behaviour_type[e], S.behaviour_addressee[e], turn_slot, turn_type, turn_addressee,
-    )  # fmt: skip
-    _hear_turns(d, g, n, n_turns, turn_slot, turn_type, turn_addressee, T.utterance_effect)
-    _ripple(d, g, tr, n, P[P_CONTAGION], W.inflow)
-    _stance_drift(d, g, tr, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, W.noise)
-    S.pattern[e] = _next_pattern(T.cum_transition, intervene, s, mult, p, key, step)
-    _untended(S.untended[e], S.untended_turns[e], addressed, n)
-    _book_step(e, S, intervene, invalid, s, target, n_turns)
+    addressed = W.addressed
+    D, G, TR = S.distress, S.stance, S.traits
+    for e in live:
+        n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
+        intervene, invalid, s, target, k = _decode(actions[e], n, T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots, addressed)
+        mult = T.fatigue_pow[min(S.streak[e], T.fatigue_pow.shape[0] - 1)] if intervene else 0.0
+        if intervene:
+            _therapist_effect(D, G, TR, e, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
+            S.last_strategy[e], S.last_target[e] = s, target
+        _bucket(D, e, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
+        n_turns = _choose_turns(
+            D, G, e, addressed, W.keys, n, key, step, P, T.second_turn[p], T.cum_utterance[p], T.utterance_kind,
+            S.behaviour_type, S.behaviour_addressee, S.turn_slot, S.turn_type, S.turn_addressee,
+        )  # fmt: skip
+        _hear_turns(D, G, e, n, n_turns, S.turn_slot, S.turn_type, S.turn_addressee, T.utterance_effect)
+        _ripple(D, G, TR, e, n, P[P_CONTAGION], W.inflow)
+        _stance_drift(D, G, TR, e, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, W.noise)
+        S.pattern[e] = _next_pattern(T.cum_transition, intervene, s, mult, p, key, step)
+        _untended(S.untended, S.untended_turns, e, addressed, n)
+        S.intervened[e], S.step_invalid[e], S.n_turns[e] = intervene, invalid, n_turns
+    _book(S, live)
 
 
 # -- σ*, episode end, observation ------------------------------------------------------------
@@ -595,7 +603,7 @@ def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_pattern
         O[e, off + i] = (0.1 * x if x < 10 else 1.0) if i < n else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _read_distress(obs, d, tr, n, sd, key, t):
     """The observation model: what is seen (``obs``, the row's first ``n`` entries) is a noisy
     reading of latent distress ``d`` (σ* uses the latent state); a volatile client's reading
@@ -604,7 +612,7 @@ def _read_distress(obs, d, tr, n, sd, key, t):
         obs[i] = _clip(d[i] + sd * tr[i, TR_VOLATILITY] * _normal(key, t, _U_READING + 2 * i), 0.0, 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, tr, reading_noise, key):
     """Write row ``e``'s flat observation (:func:`write_observation`), its distress read with
     ``reading_noise``. A start state (``t`` 0) is the seed dialogue's own annotation (already a
@@ -615,15 +623,16 @@ def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, tr
 
 
 @njit(cache=True, inline="always")
-def _observe(e, S, P, n_patterns):
-    """Write session ``e``'s flat observation into its row of ``obs``."""
-    _observe_row(
-        S.obs, e, S.distress, S.stance, S.n[e], S.pattern[e], S.t[e], S.streak[e], S.untended, P[P_HORIZON], n_patterns,
-        S.traits[e], P[P_READING_NOISE], S.key[e],
-    )  # fmt: skip
+def _observe(S, P, n_patterns, sessions):
+    """Write the flat observations of ``sessions`` into their rows of ``obs``."""
+    for e in sessions:
+        _observe_row(
+            S.obs, e, S.distress, S.stance, S.n[e], S.pattern[e], S.t[e], S.streak[e], S.untended, P[P_HORIZON], n_patterns,
+            S.traits[e], P[P_READING_NOISE], S.key[e],
+        )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _sigma_star(d, g, n, intervened, P, c):
     """σ* of a group of ``n`` in distress ``d`` and stances ``g`` (:mod:`rescue_env.reward`):
     its weighted components into ``c`` (``COMPONENTS``), returns ``(reward, worst-off
@@ -647,28 +656,29 @@ def _sigma_star(d, g, n, intervened, P, c):
 
 
 @njit(cache=True, inline="always")
-def _finish(e, S, P, n_patterns):
-    """σ* of the state session ``e`` reached and the episode's book, its end, the observation."""
-    reward, max_d = _sigma_star(S.distress[e], S.stance[e], S.n[e], S.intervened[e], P, S.step_sigma[e])
-    S.rewards[e] = reward
-    S.sigma_return[e] += S.discount[e] * reward
-    S.discount[e] *= P[P_GAMMA]
-    for k in range(N_COMPONENTS):
-        S.sigma[e, k] += S.step_sigma[e, k]
-    if max_d > S.peak[e]:
-        S.peak[e] = max_d
-    settled = S.settled[e] + 1 if max_d < P[P_SETTLE_THRESHOLD] else 0
-    S.settled[e] = settled
-    term = P[P_TERMINATE] != 0.0 and settled >= P[P_SETTLE_STEPS]
-    S.terminated[e] = term
-    S.truncated[e] = (not term) and S.t[e] >= P[P_HORIZON]
-    _observe(e, S, P, n_patterns)
+def _finish(S, P, n_patterns, live):
+    """σ* of the states sessions ``live`` reached and their episodes' book, end, observation."""
+    for e in live:
+        reward, max_d = _sigma_star(S.distress[e], S.stance[e], S.n[e], S.intervened[e], P, S.step_sigma[e])
+        S.rewards[e] = reward
+        S.sigma_return[e] += S.discount[e] * reward
+        S.discount[e] *= P[P_GAMMA]
+        for k in range(N_COMPONENTS):
+            S.sigma[e, k] += S.step_sigma[e, k]
+        if max_d > S.peak[e]:
+            S.peak[e] = max_d
+        settled = S.settled[e] + 1 if max_d < P[P_SETTLE_THRESHOLD] else 0
+        S.settled[e] = settled
+        term = P[P_TERMINATE] != 0.0 and settled >= P[P_SETTLE_STEPS]
+        S.terminated[e] = term
+        S.truncated[e] = (not term) and S.t[e] >= P[P_HORIZON]
+    _observe(S, P, n_patterns, live)
 
 
 # -- fresh episodes ----------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _draw_traits(tr, key, P):
     """Draw a session's clients' latent traits and dyads' warmth into ``tr`` from its episode
     key (reset draws, the normals' indices ``_U_TRAITS`` / ``_U_BASELINE`` / ``_U_WARMTH``; the
@@ -691,7 +701,7 @@ def _draw_traits(tr, key, P):
             tr[i, TR_WARMTH + j] = w
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _copy_start(d0, g0, untended0, n, d, g, untended, untended_turns, tr, baseline):
     """A session's rows from a start-table row (``d0``, ``g0``, ``untended0``): distress (moved by the drawn
     clients' ``baseline`` offsets, when asked), stances, untended counters; returns the
@@ -715,59 +725,90 @@ def _copy_start(d0, g0, untended0, n, d, g, untended, untended_turns, tr, baseli
 
 
 @njit(cache=True, inline="always")
-def _begin(e, start, S, P, ST, n_patterns, streak, baseline):
-    """Start session ``e`` (its key already set) from row ``start`` of the start table ``ST``
-    with the therapist's ``streak``; the clients' traits are drawn from the key, and with
-    ``baseline`` their distress moves by their drawn baseline offset (a reset from a seed
-    dialogue; not a state :meth:`Core.load` put in: a real person's state already holds
-    their baseline). The step outputs (reward, flags) are left to the caller."""
-    n = ST.n[start]
-    S.n[e] = n
-    S.pattern[e] = ST.pattern[start]
-    S.row[e] = ST.row[start]
-    S.start[e] = start
-    S.streak[e] = streak
-    S.t[e] = S.interventions[e] = S.invalid[e] = S.settled[e] = S.n_turns[e] = 0
-    S.last_speaker[e] = S.last_strategy[e] = S.last_target[e] = KEEP
-    S.intervened[e] = S.step_invalid[e] = False
-    S.sigma_return[e] = 0.0
-    S.discount[e] = 1.0
-    S.sigma[e].fill(0.0)
-    S.step_sigma[e].fill(0.0)
-    _draw_traits(S.traits[e], S.key[e], P)
-    S.peak[e] = _copy_start(
-        ST.distress[start], ST.stance[start], ST.untended[start], n, S.distress[e], S.stance[e], S.untended[e], S.untended_turns[e], S.traits[e], baseline
-    )
-    _observe(e, S, P, n_patterns)
+def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns):
+    """Start ``sessions`` (their keys already set): session ``sessions[k]`` from seed dialogue
+    ``dialogues[k]`` cut at ``rows[k]`` (:func:`_draw_start`) with the therapist's
+    ``streaks[k]``; the clients' traits are drawn from the key, and with ``baseline`` their
+    distress moves by their drawn baseline offset (a reset from a seed dialogue; not a state
+    :meth:`Core.load` put in: a real person's state already holds their baseline). The step
+    outputs (reward, flags) are left to the caller."""
+    for k in range(sessions.shape[0]):
+        e = sessions[k]
+        start = _draw_start(S.key[e], dialogues[k], rows[k], ST.first, ST.count, ST.low)
+        n = ST.n[start]
+        S.n[e] = n
+        S.pattern[e] = ST.pattern[start]
+        S.row[e] = ST.row[start]
+        S.start[e] = start
+        S.streak[e] = streaks[k]
+        S.t[e] = S.interventions[e] = S.invalid[e] = S.settled[e] = S.n_turns[e] = 0
+        S.last_speaker[e] = S.last_strategy[e] = S.last_target[e] = KEEP
+        S.intervened[e] = S.step_invalid[e] = False
+        S.sigma_return[e] = 0.0
+        S.discount[e] = 1.0
+        for c in range(N_COMPONENTS):
+            S.sigma[e, c] = S.step_sigma[e, c] = 0.0
+        _draw_traits(S.traits[e], S.key[e], P)
+        S.peak[e] = _copy_start(
+            ST.distress[start], ST.stance[start], ST.untended[start], n, S.distress[e], S.stance[e], S.untended[e], S.untended_turns[e], S.traits[e], baseline
+        )
+    _observe(S, P, n_patterns, sessions)
 
 
 @njit(cache=True, inline="always")
-def _draw_start(key, dialogue, row, ST):
+def _draw_start(key, dialogue, row, first, count, low):
     """The start-table row of a reset: the dialogue (``-1``: drawn uniformly) cut at ``row``
-    (``-1``: drawn uniformly from the dialogue's ``min_prefix`` to its last row)."""
-    n_dialogues = ST.first.shape[0]
+    (``-1``: drawn uniformly from the dialogue's ``min_prefix`` to its last row); ``first``,
+    ``count``, ``low``: the start table's (:class:`Starts`)."""
+    n_dialogues = first.shape[0]
     if dialogue < 0:
         dialogue = min(int(_uniform(key, _RESET_STEP, 0) * n_dialogues), n_dialogues - 1)
-    n_rows = ST.count[dialogue] - 1
+    n_rows = count[dialogue] - 1
     if row < 0:
-        lo = ST.low[dialogue]
+        lo = low[dialogue]
         row = lo + min(int(_uniform(key, _RESET_STEP, 1) * (n_rows - lo)), n_rows - lo - 1) if n_rows > 1 else 0
-    return ST.first[dialogue] + row
+    return first[dialogue] + row
 
 
 @njit(cache=True, inline="always")
-def _keep_final(e, S, X):
-    """Copy what :meth:`Core.stats` reads of session ``e``'s ended episode into ``X``."""
-    for i in range(S.obs.shape[1]):
-        X.obs[e, i] = S.obs[e, i]
-    X.n[e], X.t[e], X.start[e] = S.n[e], S.t[e], S.start[e]
-    X.interventions[e], X.invalid[e] = S.interventions[e], S.invalid[e]
-    X.sigma_return[e], X.peak[e] = S.sigma_return[e], S.peak[e]
-    for c in range(N_COMPONENTS):
-        X.sigma[e, c] = S.sigma[e, c]
-    for i in range(S.distress.shape[1]):
-        X.untended_turns[e, i] = S.untended_turns[e, i]
-        X.distress[e, i] = S.distress[e, i]
+def _keep_final(S, X, sessions):
+    """Copy what :meth:`Core.stats` reads of the ended episodes of ``sessions`` into ``X``."""
+    for e in sessions:
+        for i in range(S.obs.shape[1]):
+            X.obs[e, i] = S.obs[e, i]
+        X.n[e], X.t[e], X.start[e] = S.n[e], S.t[e], S.start[e]
+        X.interventions[e], X.invalid[e] = S.interventions[e], S.invalid[e]
+        X.sigma_return[e], X.peak[e] = S.sigma_return[e], S.peak[e]
+        for c in range(N_COMPONENTS):
+            X.sigma[e, c] = S.sigma[e, c]
+        for i in range(S.distress.shape[1]):
+            X.untended_turns[e, i] = S.untended_turns[e, i]
+            X.distress[e, i] = S.distress[e, i]
+
+
+@njit(cache=True, inline="always")
+def _clear(S, sessions):
+    """A fresh episode's first outputs: reward 0, not ended."""
+    for e in sessions:
+        S.rewards[e] = 0.0
+        S.terminated[e] = False
+        S.truncated[e] = False
+
+
+@njit("UniTuple(int64[::1], 2)(int64[::1], boolean[::1], boolean[::1])", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _split_ended(sessions, terminated, truncated):
+    """``sessions`` split into those whose episode goes on and those whose episode ended."""
+    going = np.empty(sessions.shape[0], np.int64)
+    ended = np.empty(sessions.shape[0], np.int64)
+    n_going = n_ended = 0
+    for e in sessions:
+        if terminated[e] or truncated[e]:
+            ended[n_ended] = e
+            n_ended += 1
+        else:
+            going[n_going] = e
+            n_going += 1
+    return going[:n_going], ended[:n_ended]
 
 
 #: tasks of :func:`_kernel`
@@ -779,7 +820,7 @@ _RESET, _LOAD, _STEP, _TRANSITION, _FINISH = range(5)
 NO_AUTORESET, SAME_STEP, NEXT_STEP = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns):
     """The one compiled entry point: start sessions ``idx`` (``_RESET``: from the seed
     dialogues ``dialogues`` cut at ``rows``, ``-1`` drawn; ``_LOAD``: from the start table's
@@ -787,39 +828,33 @@ def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_p
     (``_STEP`` in autoreset ``mode``; ``_TRANSITION`` or ``_FINISH``, its two halves).
 
     The structures come as plain tuples (numba reads a plain tuple of arrays from Python
-    several times faster than a NamedTuple) and are named here. Every helper is inlined
-    once, here: the model is compiled once per process and cache."""
+    several times faster than a NamedTuple) and are named here. The phases are inlined
+    once, here, and each loops over its sessions (sessions are independent: a session's
+    numbers do not depend on the order)."""
     S, X, T, ST = State(*s), Final(*x), Tables(*t), Starts(*st)
     P = T.params
     starting = task == _RESET or task == _LOAD
-    cap = S.distress.shape[1]
-    W = Scratch(np.zeros(cap, np.bool_), np.zeros(cap), np.zeros(cap), np.zeros(cap + cap * cap + 1))
-    for k in range(idx.shape[0] if starting else S.n.shape[0]):
-        e = idx[k] if starting else k
-        dialogue, row, streak = -1, -1, 0
-        fresh = starting
-        clear = True  # a fresh episode's first outputs: reward 0, not ended
-        if starting:
-            dialogue, row, streak = dialogues[k], rows[k], streaks[k]
-        elif task == _STEP and mode == NEXT_STEP and (S.terminated[e] or S.truncated[e]):
-            fresh = True
-        else:
-            if task != _FINISH:
-                _transition(e, actions[e], S, T, W)
-            if task != _TRANSITION:
-                _finish(e, S, P, n_patterns)
-            if task == _STEP and mode == SAME_STEP and (S.terminated[e] or S.truncated[e]):
-                _keep_final(e, S, X)
-                fresh = True
-                clear = False  # this call's outputs are the ended episode's
-        if fresh:
-            if not starting:  # the next episode of an autoreset: its key chains from this one
-                S.key[e] = next_key(S.key[e])
-            _begin(e, _draw_start(S.key[e], dialogue, row, ST), S, P, ST, n_patterns, streak, task != _LOAD)
-            if clear:
-                S.rewards[e] = 0.0
-                S.terminated[e] = False
-                S.truncated[e] = False
+    fresh = idx  # the sessions that start an episode in this call
+    if not starting:
+        live = np.arange(S.n.shape[0])
+        live, fresh = _split_ended(live, S.terminated, S.truncated) if task == _STEP and mode == NEXT_STEP else (live, live[:0])
+        if task != _FINISH:
+            cap = S.distress.shape[1]
+            W = Scratch(np.zeros(cap, np.bool_), np.zeros(cap), np.zeros(cap), np.zeros(cap + cap * cap + 1))
+            _transition(S, T, W, actions, live)
+        if task != _TRANSITION:
+            _finish(S, P, n_patterns, live)
+        if task == _STEP and mode == SAME_STEP:
+            fresh = _split_ended(live, S.terminated, S.truncated)[1]
+            _keep_final(S, X, fresh)  # this call's outputs stay the ended episodes'
+        for e in fresh:  # the next episode of an autoreset: its key chains from this one
+            S.key[e] = next_key(S.key[e])
+        dialogues = rows = np.full(fresh.shape[0], -1, np.int64)
+        streaks = np.zeros(fresh.shape[0], np.int64)
+    if fresh.shape[0]:  # each phase called hands the structures over: only when it has work
+        _begin(S, P, ST, fresh, dialogues, rows, streaks, task != _LOAD, n_patterns)
+        if starting or mode == NEXT_STEP:
+            _clear(S, fresh)
 
 
 _import_notice.__exit__()

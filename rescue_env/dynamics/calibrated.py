@@ -3,7 +3,7 @@
 This module states the model; its arithmetic lives once, compiled and batched, in the
 simulator core (:func:`rescue_env.core._transition`), which every env runs: one helper per part
 below (``_therapist_effect``, ``_bucket``, ``_choose_turns`` and ``_hear_turns``, ``_ripple``,
-``_stance_drift``, ``_next_pattern``, ``_untended`` and ``_book_step``), then σ*
+``_stance_drift``, ``_next_pattern``, ``_untended`` and ``_book``), then σ*
 (``_sigma_star``) and the observation model (``_observe_row``).
 
 One step, in order (parameters in :class:`~rescue_env.dynamics.params.ScenarioParams`):
