@@ -7,7 +7,22 @@
 2. **behaviour cloning** (:func:`behaviour_clone`): the policy network is trained by
    maximum likelihood on the real therapists' moves (the state after each client row → listen,
    or speak to this target with this strategy), on the env's masks;
-3. PPO on σ* with a penalty ``prior.coef · KL(π(·|s) ‖ π_prior(·|s))`` on the same masks.
+3. PPO on σ* with a penalty toward π_prior on the same masks, factored by the chain rule
+   KL(π ‖ π_prior) = KL_speak + π(speak) · KL_move (:func:`prior_kl_terms`):
+   ``prior.coef · KL(π(·|speak) ‖ π_prior(·|speak)) + prior.speak_coef · KL_speak``.
+
+**Why factored.** *Whom* and *how* a therapist addresses is what the prior knows well (STP,
+SSP above the majority baseline on held-out real groups); *whether* they speak after a
+client's turn it barely knows (ITP AUC about 0.55 with the turn, and on the simulator's
+observations, which carry no turn, π_prior(speak) is near a constant ~0.5). The whole KL
+pulls π(speak) toward that coin flip, and a deterministic policy near a prior that spreads
+its speaking half over ~30 moves always takes "listen" (mass 0.5 against at most ~0.2 for
+any one move): with the whole KL every coefficient ≥ 0.03 fell below the heuristic on σ*.
+The factored penalty holds the move given speaking to the prior (which is what STP/SSP rank,
+:meth:`~rescue_env.taxonomy.ActionEncoding.marginals` conditions on speaking) and leaves
+when to speak to σ* (``prior.speak_coef``, 0 by default, puts the speak term back).
+KL_move is not weighted by π(speak): weighted, a policy could escape the penalty by
+listening.
 
 **A loss term, not reward shaping.** Shaping the reward with ``coef · log π_prior(a|s)``
 regularises toward the prior only in expectation over sampled actions, adds variance to
@@ -16,8 +31,8 @@ the KL as a loss term is exact on every visited state (all actions at once, thro
 masked distribution), leaves σ* untouched, and is what piKL and human-regularised PPO use.
 It enters MaskablePPO's own loss through its entropy slot: PPO's entropy bonus is a KL to
 the uniform policy up to a constant, and :class:`PriorRegularisedPolicy` returns
-``ent_coef · H(π) − coef · KL(π ‖ π_prior)`` where MaskablePPO reads the entropy, with the
-algorithm's ``ent_coef`` set to 1. So the loss is exactly PPO's plus ``coef · KL``, and
+``ent_coef · H(π) − penalty`` where MaskablePPO reads the entropy, with the algorithm's
+``ent_coef`` set to 1. So the loss is exactly PPO's plus the penalty, and
 MaskablePPO's ``train()`` runs unchanged (no copy of it to keep in step with sb3-contrib);
 the saved model loads as a plain ``MaskablePPO`` (the prior is not saved with it).
 """
@@ -38,29 +53,44 @@ from rescue_env.taxonomy.actions import ActionEncoding
 PriorFn = Callable[[np.ndarray], np.ndarray]
 
 
-def masked_kl(probs: th.Tensor, prior: th.Tensor, mask: th.Tensor | None) -> th.Tensor:
-    """KL(π ‖ π_prior) per row, both restricted to ``mask`` (π_prior renormalised on it;
-    π is already masked: zero outside)."""
+def prior_kl_terms(probs: th.Tensor, prior: th.Tensor, mask: th.Tensor | None) -> tuple[th.Tensor, th.Tensor]:
+    """``(kl_speak, kl_move)`` per row, both distributions restricted to ``mask`` (π_prior
+    renormalised on it; π is already masked: zero outside), action 0 = keep listening:
+
+    - ``kl_speak`` = KL(Bernoulli(π(speak)) ‖ Bernoulli(π_prior(speak)));
+    - ``kl_move`` = KL(π(·|speak) ‖ π_prior(·|speak)) over the (target, strategy) moves.
+
+    By the chain rule, KL(π ‖ π_prior) = ``kl_speak + π(speak) · kl_move``.
+    """
     if mask is not None:
         prior = prior * mask
     prior = prior / prior.sum(dim=1, keepdim=True).clamp_min(1e-12)
-    terms = probs * (th.log(probs.clamp_min(1e-12)) - th.log(prior.clamp_min(1e-12)))
-    return th.where(probs > 0, terms, th.zeros_like(terms)).sum(dim=1)
+    tiny = 1e-12
+    pi_s, q_s = (1 - probs[:, 0]).clamp(tiny, 1 - tiny), (1 - prior[:, 0]).clamp(tiny, 1 - tiny)
+    kl_speak = pi_s * (th.log(pi_s) - th.log(q_s)) + (1 - pi_s) * (th.log(1 - pi_s) - th.log(1 - q_s))
+    moves, q_moves = probs[:, 1:], prior[:, 1:]
+    log_cond = th.log(moves.clamp_min(tiny)) - th.log(moves.sum(dim=1, keepdim=True).clamp_min(tiny))
+    log_q = th.log(q_moves.clamp_min(tiny)) - th.log(q_moves.sum(dim=1, keepdim=True).clamp_min(tiny))
+    cond = moves / moves.sum(dim=1, keepdim=True).clamp_min(tiny)
+    kl_move = th.where(moves > 0, cond * (log_cond - log_q), th.zeros_like(cond)).sum(dim=1)
+    return kl_speak, kl_move
 
 
 class PriorRegularisedPolicy(MaskableActorCriticPolicy):
     """MaskablePPO's MLP policy whose ``evaluate_actions`` returns, in the entropy's place,
-    ``ent_coef · H(π) − kl_coef · KL(π ‖ π_prior)`` (see the module docstring). Without a
+    ``ent_coef · H(π) − kl_coef · KL_move − speak_coef · KL_speak`` (see the module
+    docstring and :func:`prior_kl_terms`). Without a
     prior (:meth:`set_prior` not called, e.g. after loading) it is the plain policy."""
 
     prior_fn: PriorFn | None = None
     kl_coef: float = 0.0
+    speak_coef: float = 0.0
     base_ent_coef: float = 0.0
-    #: mean KL of the last minibatch (logged as ``losses/prior_kl``)
+    #: mean KL(π ‖ π_prior) of the last minibatch (the whole KL, for logs)
     last_kl: float = float("nan")
 
-    def set_prior(self, prior_fn: PriorFn, kl_coef: float, ent_coef: float) -> None:
-        self.prior_fn, self.kl_coef, self.base_ent_coef = prior_fn, float(kl_coef), float(ent_coef)
+    def set_prior(self, prior_fn: PriorFn, kl_coef: float, ent_coef: float, speak_coef: float = 0.0) -> None:
+        self.prior_fn, self.kl_coef, self.base_ent_coef, self.speak_coef = prior_fn, float(kl_coef), float(ent_coef), float(speak_coef)
 
     def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None):
         features = self.extract_features(obs)
@@ -78,17 +108,20 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         if self.prior_fn is None:
             return values, log_prob, entropy
         prior = th.as_tensor(self.prior_fn(obs.detach().cpu().numpy()), dtype=th.float32, device=latent_pi.device)
-        kl = masked_kl(dist.distribution.probs, prior, mask)
-        self.last_kl = float(kl.mean().detach())
-        return values, log_prob, self.base_ent_coef * entropy - self.kl_coef * kl
+        kl_speak, kl_move = prior_kl_terms(dist.distribution.probs, prior, mask)
+        self.last_kl = float((kl_speak + (1 - dist.distribution.probs[:, 0]) * kl_move).mean().detach())
+        penalty = self.kl_coef * kl_move + self.speak_coef * kl_speak
+        return values, log_prob, self.base_ent_coef * entropy - penalty
 
 
-def regularise(model: Any, prior_fn: PriorFn, coef: float) -> None:
+def regularise(model: Any, prior_fn: PriorFn, coef: float, speak_coef: float = 0.0) -> None:
     """Make ``model`` (a MaskablePPO built with :class:`PriorRegularisedPolicy`) minimise
-    PPO's loss + ``coef · KL(π ‖ π_prior)``: its entropy weight moves into the policy."""
+    PPO's loss + ``coef · KL(π(·|speak) ‖ π_prior(·|speak)) + speak_coef ·
+    KL(π(speak) ‖ π_prior(speak))`` (:func:`prior_kl_terms`): its entropy weight moves into
+    the policy."""
     if not isinstance(model.policy, PriorRegularisedPolicy):
         raise TypeError("the KL penalty needs a MaskablePPO built with policy=PriorRegularisedPolicy")
-    model.policy.set_prior(prior_fn, coef, model.ent_coef)
+    model.policy.set_prior(prior_fn, coef, model.ent_coef, speak_coef)
     model.ent_coef = 1.0
 
 

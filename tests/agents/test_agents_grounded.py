@@ -10,18 +10,26 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, masked_kl, real_moves, regularise
+from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, prior_kl_terms, real_moves, regularise
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 
 
-def test_masked_kl_on_known_cases():
-    probs = th.tensor([[0.8, 0.2, 0.0], [0.5, 0.5, 0.0]])
-    prior = th.tensor([[0.25, 0.25, 0.5], [0.5, 0.5, 0.0]])
-    mask = th.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
-    kl = masked_kl(probs, prior, mask)
-    # the prior renormalised on the mask is (0.5, 0.5)
-    assert kl[0].item() == pytest.approx(0.8 * math.log(1.6) + 0.2 * math.log(0.4), abs=1e-6)
-    assert kl[1].item() == pytest.approx(0.0, abs=1e-7)
+def test_kl_terms_on_a_hand_computed_case():
+    """Action 0 listens; actions 1-3 are moves; action 3 is masked out."""
+    probs = th.tensor([[0.2, 0.6, 0.2, 0.0], [0.5, 0.25, 0.25, 0.0]])
+    prior = th.tensor([[0.5, 0.125, 0.125, 0.25], [0.5, 0.25, 0.25, 0.0]])
+    mask = th.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
+    kl_speak, kl_move = prior_kl_terms(probs, prior, mask)
+    # row 0: the prior renormalised on the mask is (2/3, 1/6, 1/6): speaks with 1/3, its
+    # moves given speaking (1/2, 1/2); π speaks with 0.8, its moves (3/4, 1/4)
+    speak = 0.8 * math.log(0.8 / (1 / 3)) + 0.2 * math.log(0.2 / (2 / 3))
+    move = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.5)
+    assert kl_speak[0].item() == pytest.approx(speak, abs=1e-6)
+    assert kl_move[0].item() == pytest.approx(move, abs=1e-6)
+    # the chain rule gives back the whole KL(π ‖ π_prior) on the mask
+    whole = 0.2 * math.log(0.2 / (2 / 3)) + 0.6 * math.log(0.6 / (1 / 6)) + 0.2 * math.log(0.2 / (1 / 6))
+    assert (kl_speak[0] + 0.8 * kl_move[0]).item() == pytest.approx(whole, abs=1e-6)
+    assert kl_speak[1].item() == pytest.approx(0.0, abs=1e-6) and kl_move[1].item() == pytest.approx(0.0, abs=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +41,10 @@ def model():
     venv.close()
 
 
-def test_the_loss_gains_exactly_coef_times_kl(model):
+def test_the_loss_gains_exactly_the_factored_kl(model):
     """MaskablePPO's loss adds ``ent_coef · (−entropy term)``: after :func:`regularise` that is
-    ``−0.01 · H(π) + coef · KL(π ‖ π_prior)``, with KL computed here by hand."""
+    ``−0.01 · H(π) + coef · KL_move + speak_coef · KL_speak``, with both KLs computed here by
+    hand from the policy's distribution."""
     venv = model.get_env()
     obs = venv.reset()
     masks = np.asarray(venv.env_method("action_masks"))
@@ -43,18 +52,21 @@ def test_the_loss_gains_exactly_coef_times_kl(model):
     prior = np.zeros(n)
     prior[0] = 0.5
     prior[1:] = 0.5 / (n - 1)
-    regularise(model, lambda o: np.tile(prior, (len(o), 1)), coef=0.3)
+    regularise(model, lambda o: np.tile(prior, (len(o), 1)), coef=0.3, speak_coef=0.05)
     assert model.ent_coef == 1.0
     o = th.as_tensor(obs)
     actions = th.zeros(len(obs), dtype=th.long)
     _, _, slot = model.policy.evaluate_actions(o, actions, action_masks=masks)
     dist = model.policy.get_distribution(o, action_masks=masks)
-    p = dist.distribution.probs.detach().numpy()
+    p = dist.distribution.probs.detach().numpy().astype(np.float64)
     q = prior * masks
     q = q / q.sum(axis=1, keepdims=True)
-    kl = np.where(p > 0, p * (np.log(np.maximum(p, 1e-12)) - np.log(np.maximum(q, 1e-12))), 0).sum(axis=1)
+    ps, qs = 1 - p[:, 0], 1 - q[:, 0]
+    kl_speak = ps * np.log(ps / qs) + (1 - ps) * np.log((1 - ps) / (1 - qs))
+    pc, qc = p[:, 1:] / ps[:, None], q[:, 1:] / qs[:, None]
+    kl_move = np.where(pc > 0, pc * (np.log(np.maximum(pc, 1e-12)) - np.log(np.maximum(qc, 1e-12))), 0).sum(axis=1)
     h = dist.entropy().detach().numpy()
-    assert np.allclose(slot.detach().numpy(), 0.01 * h - 0.3 * kl, atol=1e-5)
+    assert np.allclose(slot.detach().numpy(), 0.01 * h - 0.3 * kl_move - 0.05 * kl_speak, atol=1e-5)
     # MaskablePPO's train() runs with it (one update on a small rollout)
     model.learn(32)
 
