@@ -20,11 +20,20 @@ group) and over strategies; their product is a distribution over the env's flat 
   serves couples of two or three and families of any size;
 - *strategy* (multinomial) over the scenario's strategies.
 
+**Regularisation.** Each head's L2 strength is chosen, inside every fit, among
+:data:`C_GRID` by the held-out log-likelihood of a group k-fold over the fit's own
+dialogues (a couple's or family's sessions leave together; :meth:`_Head.choose_C`). The
+intercept is not penalised, so a strong penalty shrinks the speak and strategy heads
+toward the training label frequencies; the target head's role columns (the option's kind,
+whether it is the client who just spoke) are barely penalised, so it shrinks toward that
+role model, the majority baseline's. The chosen strengths are saved with the prior
+(``n["C_speak"]``, ``n["C_target"]``, ``n["C_strategy"]``).
+
 Features: the pattern; each member's distress (as group summaries for speak/strategy, per
 option for the target: its distress, whether it holds the worst-off member, its untended
-turns, its members' stances), stances, untended turns, and the *turn*: whether the
-therapist spoke last, who the latest client speaker was and whom the last row addressed,
-its utterance type, the therapist's last strategy and target, the row's position in the
+turns, its members' stances), stances, untended turns (the fewest: the therapist's rhythm),
+and the *turn*: whether the therapist spoke last, who the latest client speaker was and
+whom the last row addressed, its utterance type, the therapist's last strategy and target, the row's position in the
 session. The simulator's observation carries no turn (who spoke last is not in it), so on
 observations (:meth:`BehaviourPrior.action_probs_from_obs`) the turn features take their
 training mean: the prior there is the real therapists' move given what a policy sees.
@@ -78,6 +87,7 @@ N_SUMMARY = 9
 OPTION_FEATURES = (
     "individual", "dyad", "group", "distress", "has_worst", "untended", "stance_out",
     "last_client", "last_target", "addressed", "with_last_client", "group_after_group", "group_after_therapist",
+    "kind_share",
 )  # fmt: skip
 #: the target head's columns that are shrunk little: the option's kind and whether it is the
 #: client who just spoke (the roles the majority baseline counts); the others are shrunk
@@ -100,10 +110,19 @@ class Batch:
     unt: np.ndarray  # (B, cap) untended turns
     turn: np.ndarray  # (B, K) group turn features
     member_turn: np.ndarray  # (B, cap, 3) last client / last therapist target / addressed
+    kind_share: np.ndarray  # (B, 3) the session's share of moves to one member / a dyad / the group
 
 
 def turn_size(scenario: str) -> int:
-    return 1 + len(UTTERANCE_TYPES) + 1 + len(strategies(scenario)) + 1 + 4
+    """Columns of a :class:`Batch`'s turn: who spoke, the utterance type, the therapist's last
+    strategy, position and addressees (4), the session's strategy shares and its move count."""
+    S = len(strategies(scenario))
+    return 1 + len(UTTERANCE_TYPES) + 1 + S + 1 + 4 + S + 1
+
+
+def _kind(addressed: int, n: int) -> int:
+    """0 one member, 1 a dyad, 2 the whole group (larger subgroups: the encoding's group)."""
+    return 0 if addressed <= 1 else 1 if addressed == 2 < n else 2
 
 
 def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
@@ -115,7 +134,7 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
     B, S = len(states), len(strategies(scenario))
     D, G, unt = np.zeros((B, cap)), np.zeros((B, cap, cap)), np.zeros((B, cap))
     n, pat = np.zeros(B, int), np.zeros(B, int)
-    turn, mt = np.zeros((B, turn_size(scenario))), np.zeros((B, cap, 3))
+    turn, mt, kinds = np.zeros((B, turn_size(scenario))), np.zeros((B, cap, 3)), np.zeros((B, 3))
     group = GROUP_LABELS[scenario]
     for b, st in enumerate(states):
         k = st.n
@@ -126,7 +145,7 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
         t = turn[b]
         if st.last_client is None and not st.last_utterance_type and not st.last_addressee:
             t[:] = np.nan  # no transcript turn (a simulated state, or before row 1): unknown
-            mt[b] = np.nan
+            mt[b] = kinds[b] = np.nan
             continue
         t[0] = st.last_speaker == THERAPIST
         t[1 + utt.get(st.last_utterance_type, len(utt))] = 1.0
@@ -137,6 +156,13 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
         t[o + 1] = THERAPIST in st.last_addressee
         t[o + 2] = group in st.last_addressee
         t[o + 3] = st.distress[index[st.last_client]] if st.last_client in index else np.nan
+        # the session's own style so far (shares shrunk by one pseudo-move: none yet is 0)
+        o += 4
+        for strategy, addressed in st.moves:
+            if strategy in strat:
+                t[o + strat[strategy]] += 1.0 / (len(st.moves) + 1)
+            kinds[b, _kind(addressed, k)] += 1.0 / (len(st.moves) + 1)
+        t[o + S] = min(len(st.moves), 20) / 20
         if st.last_client in index:
             mt[b, index[st.last_client], 0] = 1.0
         for m in st.last_target:
@@ -147,7 +173,7 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
                 mt[b, index[m], 2] = 1.0
             elif m == group:
                 mt[b, :k, 2] = 1.0
-    return Batch(D, G, n, pat, unt, turn, mt)
+    return Batch(D, G, n, pat, unt, turn, mt, kinds)
 
 
 def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
@@ -165,7 +191,7 @@ def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
     B = len(obs)
     return Batch(
         parts["distress"], parts["stance"], n, np.argmax(parts["pattern"], axis=1), unt,
-        np.full((B, turn_size(scenario)), np.nan), np.full((B, cap, 3), np.nan),
+        np.full((B, turn_size(scenario)), np.nan), np.full((B, cap, 3), np.nan), np.full((B, 3), np.nan),
     )  # fmt: skip
 
 
@@ -197,6 +223,13 @@ def strategy_view(Xg: np.ndarray, n_patterns: int) -> np.ndarray:
     return np.concatenate([Xg[:, : n_patterns + 1], Xg[:, n_patterns + 1 + N_SUMMARY:]], axis=1)
 
 
+def speak_view(Xg: np.ndarray, scenario: str) -> np.ndarray:
+    """The speak head's columns of :func:`group_features`: all but the session's style (its
+    strategy shares and move count, the last ``len(strategies) + 1`` columns), which say how
+    the therapist intervenes, not when."""
+    return Xg[:, : Xg.shape[1] - len(strategies(scenario)) - 1]
+
+
 def option_features(b: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.ndarray]:
     """``(X[B, T, F], valid[B, T])``: features of each target option (:data:`OPTION_FEATURES`)."""
     B, cap = b.D.shape
@@ -215,7 +248,9 @@ def option_features(b: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.
                 continue
             slots = list(encoding.target_slots(opt.index, int(k)))
             x = X[rows, opt.index]
-            x[:, ("individual", "dyad", "group").index(opt.kind)] = 1.0
+            kind = ("individual", "dyad", "group").index(opt.kind)
+            x[:, kind] = 1.0
+            x[:, 13] = b.kind_share[rows, kind]
             x[:, 3] = b.D[rows][:, slots].mean(axis=1)
             x[:, 4] = np.isin(worst[rows], slots)
             x[:, 5] = b.unt[rows][:, slots].mean(axis=1) / 10.0
@@ -473,7 +508,7 @@ class ScenarioPrior:
         groups = np.array(dec.group)
         y_speak = np.array(dec.speak)[speak_idx]
         heads = {
-            "speak": _Head(Xg[speak_idx], y_speak, groups[speak_idx], None),
+            "speak": _Head(speak_view(Xg, scenario)[speak_idx], y_speak, groups[speak_idx], None),
             "strategy": _Head(strategy_view(Xg, n_pat)[move_idx], np.array(dec.strategy)[move_idx], groups[move_idx], None, len(strategies(scenario))),
             "target": _target_pairs(dec, move_idx, scenario),
         }
@@ -482,7 +517,7 @@ class ScenarioPrior:
         # one BLAS thread: on these small problems threads only contend (5x slower on a busy
         # 2-core machine)
         with threadpool_limits(1):
-            return cls._fit_heads(scenario, heads, y_speak, Xg[speak_idx], C)
+            return cls._fit_heads(scenario, heads, y_speak, heads["speak"].X, C)
 
     @classmethod
     def _fit_heads(cls, scenario: str, heads: dict[str, _Head], y_speak: np.ndarray, X_speak: np.ndarray, C: float | dict[str, float] | None) -> ScenarioPrior:
@@ -502,7 +537,7 @@ class ScenarioPrior:
     def heads(self, batch: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(p_speak[B], p_target[B, T], p_strategy[B, S])`` (targets over valid options)."""
         Xg = group_features(batch, self.n_patterns)
-        p_speak = 1.0 / (1.0 + np.exp(-self.speak.logits(Xg)[:, 0]))
+        p_speak = 1.0 / (1.0 + np.exp(-self.speak.logits(speak_view(Xg, self.scenario))[:, 0]))
         p_speak = (1 - 2 * EPSILON) * p_speak + EPSILON
         p_strat = _class_probs(self.strategy, strategy_view(Xg, self.n_patterns), self.n_strategies)
         X, valid = option_features(batch, encoding)
