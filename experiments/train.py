@@ -268,9 +268,10 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
         nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed)
         info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
         log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
-    info["speak_coef"] = cfg.prior.speak_coef
+    info["speak_coef"], info["strategy_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef
     if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0:
-        regularise(model, prior_on_obs(prior, observer, encoding), cfg.prior.coef, cfg.prior.speak_coef)
+        regularise(model, prior_on_obs(prior, observer, encoding), cfg.prior.coef, n_strategies=encoding.n_strategies,
+                   speak_coef=cfg.prior.speak_coef, strategy_coef=cfg.prior.strategy_coef)
     info["setup_seconds"] = time.perf_counter() - t0
     return prior, info
 
