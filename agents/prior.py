@@ -69,7 +69,7 @@ from rescue_env.taxonomy.actions import DEFAULT_MAX_MEMBERS, ActionEncoding
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns, strategies
 
 FORMAT = "rescue-behaviour-prior"
-VERSION = 1
+VERSION = 2  # 2: the session-style and fewest-untended features, chosen L2 strengths
 #: the floor every head's probability is mixed with (uniform share), so that
 #: ``log π_prior`` is finite for every valid action
 EPSILON = 0.01
