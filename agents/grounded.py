@@ -23,8 +23,10 @@ any one move): with the whole KL every coefficient ≥ 0.03 fell below the heuri
 The factored penalty holds the move given speaking to the prior (which is what STP/SSP rank,
 :meth:`~rescue_env.taxonomy.ActionEncoding.marginals` conditions on speaking) and leaves
 when to speak to σ* (``prior.speak_coef``, 0 by default, puts the speak term back).
-KL_move is not weighted by π(speak): weighted, a policy could escape the penalty by
-listening.
+KL_target and KL_strategy are not weighted by π(speak): weighted, a policy could escape the
+penalty by listening. ``prior.strategy_coef`` weighs the strategy apart from the target:
+on the real slices the σ* a policy gains over the heuristic comes mostly from its strategies
+(the README's frontier), so the two trade off differently against agreement.
 
 **A loss term, not reward shaping.** Shaping the reward with ``coef · log π_prior(a|s)``
 regularises toward the prior only in expectation over sampled actions, adds variance to
