@@ -7,7 +7,26 @@
 2. **behaviour cloning** (:func:`behaviour_clone`): the policy network is trained by
    maximum likelihood on the real therapists' moves (the state after each client row → listen,
    or speak to this target with this strategy), on the env's masks;
-3. PPO on σ* with a penalty ``prior.coef · KL(π(·|s) ‖ π_prior(·|s))`` on the same masks.
+3. PPO on σ* with a penalty toward π_prior on the same masks, factored by the chain rule
+   KL(π ‖ π_prior) = KL_speak + π(speak) · (KL_target + KL_strategy) (:func:`prior_kl_terms`):
+   ``prior.coef · KL_target + prior.strategy_coef · KL_strategy + prior.speak_coef ·
+   KL_speak``; ``prior.strategy_coef`` null is ``prior.coef``, and the first two terms are
+   then ``prior.coef · KL(π(·|speak) ‖ π_prior(·|speak))``.
+
+**Why factored.** *Whom* and *how* a therapist addresses is what the prior knows well (STP,
+SSP above the majority baseline on held-out real groups); *whether* they speak after a
+client's turn it barely knows (ITP AUC about 0.55 with the turn, and on the simulator's
+observations, which carry no turn, π_prior(speak) is near a constant ~0.5). The whole KL
+pulls π(speak) toward that coin flip, and a deterministic policy near a prior that spreads
+its speaking half over ~30 moves always takes "listen" (mass 0.5 against at most ~0.2 for
+any one move): with the whole KL every coefficient ≥ 0.03 fell below the heuristic on σ*.
+The factored penalty holds the move given speaking to the prior (which is what STP/SSP rank,
+:meth:`~rescue_env.taxonomy.ActionEncoding.marginals` conditions on speaking) and leaves
+when to speak to σ* (``prior.speak_coef``, 0 by default, puts the speak term back).
+KL_target and KL_strategy are not weighted by π(speak): weighted, a policy could escape the
+penalty by listening. ``prior.strategy_coef`` weighs the strategy apart from the target:
+on the real slices the σ* a policy gains over the heuristic comes mostly from its strategies
+(the README's frontier), so the two trade off differently against agreement.
 
 **A loss term, not reward shaping.** Shaping the reward with ``coef · log π_prior(a|s)``
 regularises toward the prior only in expectation over sampled actions, adds variance to
@@ -16,8 +35,8 @@ the KL as a loss term is exact on every visited state (all actions at once, thro
 masked distribution), leaves σ* untouched, and is what piKL and human-regularised PPO use.
 It enters MaskablePPO's own loss through its entropy slot: PPO's entropy bonus is a KL to
 the uniform policy up to a constant, and :class:`PriorRegularisedPolicy` returns
-``ent_coef · H(π) − coef · KL(π ‖ π_prior)`` where MaskablePPO reads the entropy, with the
-algorithm's ``ent_coef`` set to 1. So the loss is exactly PPO's plus ``coef · KL``, and
+``ent_coef · H(π) − penalty`` where MaskablePPO reads the entropy, with the algorithm's
+``ent_coef`` set to 1. So the loss is exactly PPO's plus the penalty, and
 MaskablePPO's ``train()`` runs unchanged (no copy of it to keep in step with sb3-contrib);
 the saved model loads as a plain ``MaskablePPO`` (the prior is not saved with it).
 """
@@ -38,29 +57,55 @@ from rescue_env.taxonomy.actions import ActionEncoding
 PriorFn = Callable[[np.ndarray], np.ndarray]
 
 
-def masked_kl(probs: th.Tensor, prior: th.Tensor, mask: th.Tensor | None) -> th.Tensor:
-    """KL(π ‖ π_prior) per row, both restricted to ``mask`` (π_prior renormalised on it;
-    π is already masked: zero outside)."""
+def prior_kl_terms(probs: th.Tensor, prior: th.Tensor, mask: th.Tensor | None, n_strategies: int) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+    """``(kl_speak, kl_target, kl_strategy)`` per row, both distributions restricted to
+    ``mask`` (π_prior renormalised on it; π is already masked: zero outside). Action 0 keeps
+    listening; action ``1 + t · n_strategies + s`` speaks to target ``t`` with strategy ``s``.
+
+    - ``kl_speak`` = KL(Bernoulli(π(speak)) ‖ Bernoulli(π_prior(speak)));
+    - ``kl_target`` = KL(π(t|speak) ‖ π_prior(t|speak));
+    - ``kl_strategy`` = Σ_t π(t|speak) · KL(π(s|t, speak) ‖ π_prior(s|t, speak)).
+
+    By the chain rule, KL(π(·|speak) ‖ π_prior(·|speak)) = ``kl_target + kl_strategy`` and
+    KL(π ‖ π_prior) = ``kl_speak + π(speak) · (kl_target + kl_strategy)``.
+    """
     if mask is not None:
         prior = prior * mask
     prior = prior / prior.sum(dim=1, keepdim=True).clamp_min(1e-12)
-    terms = probs * (th.log(probs.clamp_min(1e-12)) - th.log(prior.clamp_min(1e-12)))
-    return th.where(probs > 0, terms, th.zeros_like(terms)).sum(dim=1)
+    tiny = 1e-12
+
+    def kl(p: th.Tensor, q: th.Tensor) -> th.Tensor:  # over the last axis; 0·log 0 = 0
+        p, q = p / p.sum(dim=-1, keepdim=True).clamp_min(tiny), q / q.sum(dim=-1, keepdim=True).clamp_min(tiny)
+        return th.where(p > 0, p * (th.log(p.clamp_min(tiny)) - th.log(q.clamp_min(tiny))), th.zeros_like(p)).sum(dim=-1)
+
+    pi_s, q_s = 1 - probs[:, 0], 1 - prior[:, 0]
+    kl_speak = kl(th.stack([pi_s, probs[:, 0]], dim=1), th.stack([q_s, prior[:, 0]], dim=1))
+    grid, q_grid = probs[:, 1:].reshape(len(probs), -1, n_strategies), prior[:, 1:].reshape(len(prior), -1, n_strategies)
+    pi_t = grid.sum(dim=2)
+    kl_target = kl(pi_t, q_grid.sum(dim=2))
+    kl_strategy = (pi_t / pi_t.sum(dim=1, keepdim=True).clamp_min(tiny) * kl(grid, q_grid)).sum(dim=1)
+    return kl_speak, kl_target, kl_strategy
 
 
 class PriorRegularisedPolicy(MaskableActorCriticPolicy):
     """MaskablePPO's MLP policy whose ``evaluate_actions`` returns, in the entropy's place,
-    ``ent_coef · H(π) − kl_coef · KL(π ‖ π_prior)`` (see the module docstring). Without a
+    ``ent_coef · H(π) − kl_coef · kl_target − strategy_coef · kl_strategy − speak_coef ·
+    kl_speak`` (see the module docstring and :func:`prior_kl_terms`). Without a
     prior (:meth:`set_prior` not called, e.g. after loading) it is the plain policy."""
 
     prior_fn: PriorFn | None = None
     kl_coef: float = 0.0
+    speak_coef: float = 0.0
+    strategy_coef: float = 0.0
+    n_strategies: int = 1
     base_ent_coef: float = 0.0
-    #: mean KL of the last minibatch (logged as ``losses/prior_kl``)
+    #: mean KL(π ‖ π_prior) of the last minibatch (the whole KL, for logs)
     last_kl: float = float("nan")
 
-    def set_prior(self, prior_fn: PriorFn, kl_coef: float, ent_coef: float) -> None:
+    def set_prior(self, prior_fn: PriorFn, kl_coef: float, ent_coef: float, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None) -> None:
         self.prior_fn, self.kl_coef, self.base_ent_coef = prior_fn, float(kl_coef), float(ent_coef)
+        self.n_strategies, self.speak_coef = int(n_strategies), float(speak_coef)
+        self.strategy_coef = self.kl_coef if strategy_coef is None else float(strategy_coef)
 
     def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None):
         features = self.extract_features(obs)
@@ -78,17 +123,22 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         if self.prior_fn is None:
             return values, log_prob, entropy
         prior = th.as_tensor(self.prior_fn(obs.detach().cpu().numpy()), dtype=th.float32, device=latent_pi.device)
-        kl = masked_kl(dist.distribution.probs, prior, mask)
-        self.last_kl = float(kl.mean().detach())
-        return values, log_prob, self.base_ent_coef * entropy - self.kl_coef * kl
+        probs = dist.distribution.probs
+        kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, mask, self.n_strategies)
+        self.last_kl = float((kl_speak + (1 - probs[:, 0]) * (kl_target + kl_strategy)).mean().detach())
+        penalty = self.kl_coef * kl_target + self.strategy_coef * kl_strategy + self.speak_coef * kl_speak
+        return values, log_prob, self.base_ent_coef * entropy - penalty
 
 
-def regularise(model: Any, prior_fn: PriorFn, coef: float) -> None:
-    """Make ``model`` (a MaskablePPO built with :class:`PriorRegularisedPolicy`) minimise
-    PPO's loss + ``coef · KL(π ‖ π_prior)``: its entropy weight moves into the policy."""
+def regularise(model: Any, prior_fn: PriorFn, coef: float, *, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None) -> None:
+    """Make ``model`` (a MaskablePPO built with :class:`PriorRegularisedPolicy`, on an
+    encoding of ``n_strategies`` strategies) minimise PPO's loss + ``coef · kl_target +
+    strategy_coef · kl_strategy + speak_coef · kl_speak`` (:func:`prior_kl_terms`;
+    ``strategy_coef`` defaults to ``coef``: then the first two are ``coef ·
+    KL(π(·|speak) ‖ π_prior(·|speak))``): its entropy weight moves into the policy."""
     if not isinstance(model.policy, PriorRegularisedPolicy):
         raise TypeError("the KL penalty needs a MaskablePPO built with policy=PriorRegularisedPolicy")
-    model.policy.set_prior(prior_fn, coef, model.ent_coef)
+    model.policy.set_prior(prior_fn, coef, model.ent_coef, n_strategies, speak_coef, strategy_coef)
     model.ent_coef = 1.0
 
 

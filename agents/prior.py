@@ -20,11 +20,20 @@ group) and over strategies; their product is a distribution over the env's flat 
   serves couples of two or three and families of any size;
 - *strategy* (multinomial) over the scenario's strategies.
 
+**Regularisation.** Each head's L2 strength is chosen, inside every fit, among
+:data:`C_GRID` by the held-out log-likelihood of a group k-fold over the fit's own
+dialogues (a couple's or family's sessions leave together; :meth:`_Head.choose_C`). The
+intercept is not penalised, so a strong penalty shrinks the speak and strategy heads
+toward the training label frequencies; the target head's role columns (the option's kind,
+whether it is the client who just spoke) are barely penalised, so it shrinks toward that
+role model, the majority baseline's. The chosen strengths are saved with the prior
+(``n["C_speak"]``, ``n["C_target"]``, ``n["C_strategy"]``).
+
 Features: the pattern; each member's distress (as group summaries for speak/strategy, per
 option for the target: its distress, whether it holds the worst-off member, its untended
-turns, its members' stances), stances, untended turns, and the *turn*: whether the
-therapist spoke last, who the latest client speaker was and whom the last row addressed,
-its utterance type, the therapist's last strategy and target, the row's position in the
+turns, its members' stances), stances, untended turns (the fewest: the therapist's rhythm),
+and the *turn*: whether the therapist spoke last, who the latest client speaker was and
+whom the last row addressed, its utterance type, the therapist's last strategy and target, the row's position in the
 session. The simulator's observation carries no turn (who spoke last is not in it), so on
 observations (:meth:`BehaviourPrior.action_probs_from_obs`) the turn features take their
 training mean: the prior there is the real therapists' move given what a policy sees.
@@ -60,21 +69,30 @@ from rescue_env.taxonomy.actions import DEFAULT_MAX_MEMBERS, ActionEncoding
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns, strategies
 
 FORMAT = "rescue-behaviour-prior"
-VERSION = 1
+VERSION = 2  # 2: the session-style and fewest-untended features, chosen L2 strengths
 #: the floor every head's probability is mixed with (uniform share), so that
 #: ``log π_prior`` is finite for every valid action
 EPSILON = 0.01
-#: inverse L2 strength of each head: strong, as ~200 moves per scenario allow (chosen by the
-#: group k-fold of :func:`cross_validate` on the three real slices among 0.01-0.5; choosing
-#: it inside every fit by nested group k-fold changed R@1 by < 1 point at 20x the fit time)
-DEFAULT_C = {"speak": 0.5, "target": 0.02, "strategy": 0.01}
+#: the inverse L2 strengths each head chooses among, by group k-fold inside its training
+#: dialogues (:meth:`_Head.choose_C`): from nearly the training label frequencies (speak,
+#: strategy) or the turn-only target model, to a loose fit
+C_GRID = (0.0001, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+#: how much less the ``free`` columns of a head are shrunk (:meth:`Linear.fit`)
+FREE_WEIGHT = 100.0
 #: rows after which the position feature saturates
 POSITION_SCALE = 80.0
+#: group summaries of :func:`group_features` (distress, stances, untended turns, size)
+N_SUMMARY = 9
 #: per-option feature names (the target head)
 OPTION_FEATURES = (
     "individual", "dyad", "group", "distress", "has_worst", "untended", "stance_out",
     "last_client", "last_target", "addressed", "with_last_client", "group_after_group", "group_after_therapist",
+    "kind_share",
 )  # fmt: skip
+#: the target head's columns that are shrunk little: the option's kind and whether it is the
+#: client who just spoke (the roles the majority baseline counts); the others are shrunk
+#: toward that role model
+TARGET_ROLES = tuple(OPTION_FEATURES.index(f) for f in ("individual", "dyad", "group", "last_client"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,10 +110,19 @@ class Batch:
     unt: np.ndarray  # (B, cap) untended turns
     turn: np.ndarray  # (B, K) group turn features
     member_turn: np.ndarray  # (B, cap, 3) last client / last therapist target / addressed
+    kind_share: np.ndarray  # (B, 3) the session's share of moves to one member / a dyad / the group
 
 
 def turn_size(scenario: str) -> int:
-    return 1 + len(UTTERANCE_TYPES) + 1 + len(strategies(scenario)) + 1 + 4
+    """Columns of a :class:`Batch`'s turn: who spoke, the utterance type, the therapist's last
+    strategy, position and addressees (4), the session's strategy shares and its move count."""
+    S = len(strategies(scenario))
+    return 1 + len(UTTERANCE_TYPES) + 1 + S + 1 + 4 + S + 1
+
+
+def _kind(addressed: int, n: int) -> int:
+    """0 one member, 1 a dyad, 2 the whole group (larger subgroups: the encoding's group)."""
+    return 0 if addressed <= 1 else 1 if addressed == 2 < n else 2
 
 
 def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
@@ -107,7 +134,7 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
     B, S = len(states), len(strategies(scenario))
     D, G, unt = np.zeros((B, cap)), np.zeros((B, cap, cap)), np.zeros((B, cap))
     n, pat = np.zeros(B, int), np.zeros(B, int)
-    turn, mt = np.zeros((B, turn_size(scenario))), np.zeros((B, cap, 3))
+    turn, mt, kinds = np.zeros((B, turn_size(scenario))), np.zeros((B, cap, 3)), np.zeros((B, 3))
     group = GROUP_LABELS[scenario]
     for b, st in enumerate(states):
         k = st.n
@@ -116,9 +143,9 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
         pat[b] = pats.get(st.pattern, len(pats)) if st.pattern else len(pats)
         index = {m: i for i, m in enumerate(st.members)}
         t = turn[b]
-        if st.last_client is None:  # no transcript turn (a simulated state): unknown
-            t[:] = np.nan
-            mt[b] = np.nan
+        if st.last_client is None and not st.last_utterance_type and not st.last_addressee:
+            t[:] = np.nan  # no transcript turn (a simulated state, or before row 1): unknown
+            mt[b] = kinds[b] = np.nan
             continue
         t[0] = st.last_speaker == THERAPIST
         t[1 + utt.get(st.last_utterance_type, len(utt))] = 1.0
@@ -129,6 +156,13 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
         t[o + 1] = THERAPIST in st.last_addressee
         t[o + 2] = group in st.last_addressee
         t[o + 3] = st.distress[index[st.last_client]] if st.last_client in index else np.nan
+        # the session's own style so far (shares shrunk by one pseudo-move: none yet is 0)
+        o += 4
+        for strategy, addressed in st.moves:
+            if strategy in strat:
+                t[o + strat[strategy]] += 1.0 / (len(st.moves) + 1)
+            kinds[b, _kind(addressed, k)] += 1.0 / (len(st.moves) + 1)
+        t[o + S] = min(len(st.moves), 20) / 20
         if st.last_client in index:
             mt[b, index[st.last_client], 0] = 1.0
         for m in st.last_target:
@@ -139,7 +173,7 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
                 mt[b, index[m], 2] = 1.0
             elif m == group:
                 mt[b, :k, 2] = 1.0
-    return Batch(D, G, n, pat, unt, turn, mt)
+    return Batch(D, G, n, pat, unt, turn, mt, kinds)
 
 
 def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
@@ -157,7 +191,7 @@ def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
     B = len(obs)
     return Batch(
         parts["distress"], parts["stance"], n, np.argmax(parts["pattern"], axis=1), unt,
-        np.full((B, turn_size(scenario)), np.nan), np.full((B, cap, 3), np.nan),
+        np.full((B, turn_size(scenario)), np.nan), np.full((B, cap, 3), np.nan), np.full((B, 3), np.nan),
     )  # fmt: skip
 
 
@@ -176,7 +210,9 @@ def group_features(b: Batch, n_patterns: int) -> np.ndarray:
     summary = np.stack([
         np.nanmax(d, axis=1), np.nanmean(d, axis=1), np.nanmax(d, axis=1) - np.nanmin(d, axis=1),
         stance_mean, stance_min, np.nanmax(u, axis=1), np.nanmean(u, axis=1), b.n / 8.0,
+        np.nanmin(u, axis=1),  # turns since the therapist last addressed anyone: its rhythm
     ], axis=1)  # fmt: skip
+    assert summary.shape[1] == N_SUMMARY
     return np.concatenate([onehot, summary, b.turn], axis=1)
 
 
@@ -184,7 +220,14 @@ def strategy_view(Xg: np.ndarray, n_patterns: int) -> np.ndarray:
     """The strategy head's columns of :func:`group_features`: the pattern and the turn (who
     spoke, the utterance type, the therapist's last strategy...), not the distress summaries:
     with ~200 moves per scenario the fuller view fits noise (group k-fold)."""
-    return np.concatenate([Xg[:, : n_patterns + 1], Xg[:, n_patterns + 1 + 8:]], axis=1)
+    return np.concatenate([Xg[:, : n_patterns + 1], Xg[:, n_patterns + 1 + N_SUMMARY:]], axis=1)
+
+
+def speak_view(Xg: np.ndarray, scenario: str) -> np.ndarray:
+    """The speak head's columns of :func:`group_features`: all but the session's style (its
+    strategy shares and move count, the last ``len(strategies) + 1`` columns), which say how
+    the therapist intervenes, not when."""
+    return Xg[:, : Xg.shape[1] - len(strategies(scenario)) - 1]
 
 
 def option_features(b: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +248,9 @@ def option_features(b: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.
                 continue
             slots = list(encoding.target_slots(opt.index, int(k)))
             x = X[rows, opt.index]
-            x[:, ("individual", "dyad", "group").index(opt.kind)] = 1.0
+            kind = ("individual", "dyad", "group").index(opt.kind)
+            x[:, kind] = 1.0
+            x[:, 13] = b.kind_share[rows, kind]
             x[:, 3] = b.D[rows][:, slots].mean(axis=1)
             x[:, 4] = np.isin(worst[rows], slots)
             x[:, 5] = b.unt[rows][:, slots].mean(axis=1) / 10.0
@@ -239,13 +284,19 @@ class Linear:
     classes: list[int]
 
     @classmethod
-    def fit(cls, X: np.ndarray, y: np.ndarray, C: float) -> Linear:
+    def fit(cls, X: np.ndarray, y: np.ndarray, C: float, free: Sequence[int] = ()) -> Linear:
+        """Maximum likelihood with an L2 penalty of inverse strength ``C`` on every
+        standardised column but the intercept and the ``free`` ones (whose penalty is
+        divided by :data:`FREE_WEIGHT` squared): as ``C`` shrinks, the head tends to the
+        training label frequencies (binary, multinomial) or to the model of the ``free``
+        columns alone (the target head's roles)."""
         from sklearn.linear_model import LogisticRegression
 
         mean = np.nanmean(X, axis=0)
         mean = np.where(np.isnan(mean), 0.0, mean)
         scale = np.nanstd(X, axis=0)
         scale = np.where(~np.isfinite(scale) | (scale < 1e-8), 1.0, scale)
+        scale[list(free)] /= FREE_WEIGHT  # a larger column needs a smaller, less penalised weight
         Z = np.nan_to_num((X - mean) / scale)
         model = LogisticRegression(C=C, max_iter=2000).fit(Z, y)
         return cls(mean, scale, model.coef_, model.intercept_, [int(c) for c in model.classes_])
@@ -260,6 +311,17 @@ class Linear:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Linear:
         return cls(*(np.asarray(d[k], float) for k in ("mean", "scale", "coef", "intercept")), [int(c) for c in d["classes"]])
+
+
+def _class_probs(lin: Linear, X: np.ndarray, n_classes: int) -> np.ndarray:
+    """``(B, n_classes)`` probabilities of a multinomial head: classes unseen in its fit get
+    the floor only; every class is floored at ``EPSILON / n_classes``."""
+    z = lin.logits(X)
+    full = np.full((len(X), n_classes), -np.inf)
+    if len(lin.classes) == 2 and z.shape[1] == 1:  # sklearn's binary form
+        z = np.concatenate([np.zeros_like(z), z], axis=1)
+    full[:, lin.classes] = z
+    return (1 - EPSILON) * _softmax(full) + EPSILON / n_classes
 
 
 def _softmax(z: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -327,19 +389,24 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 @dataclass
 class _Head:
     """One head's training rows: features, labels, the couple/family of each row and, for the
-    target head, the decision each (decision, option) pair belongs to."""
+    target head, the decision each (decision, option) pair belongs to (``None`` for the
+    speak and strategy heads)."""
 
     X: np.ndarray
     y: np.ndarray
     groups: np.ndarray
     decision: np.ndarray | None
+    #: the labels of a multinomial head (the strategy count), ``None`` for a binary one
+    n_classes: int | None = None
+    #: columns shrunk far less than the others (:meth:`Linear.fit`)
+    free: tuple[int, ...] = ()
 
     def fit(self, C: float, rows: np.ndarray | None = None) -> Linear:
         rows = np.arange(len(self.y)) if rows is None else rows
         y = self.y[rows]
         if len(set(y.tolist())) < 2:
             return _constant(self.X.shape[1], float(y[0]) if set(y.tolist()) <= {0, 1} else 0.5)
-        return Linear.fit(self.X[rows], y, C)
+        return Linear.fit(self.X[rows], y, C, self.free)
 
     def out_of_group(self, C: float) -> np.ndarray:
         """Probabilities of the binary head for each row from a fit without its group."""
@@ -348,6 +415,46 @@ class _Head:
             held = self.groups == g
             p[held] = _sigmoid(self.fit(C, np.flatnonzero(~held)).logits(self.X[held])[:, 0])
         return p
+
+    def held_out_nll(self, C: float) -> float:
+        """The mean negative log-likelihood of each decision's label under fits without the
+        decision's group (leave-one-group-out; probabilities floored as
+        :meth:`ScenarioPrior.heads` floors them)."""
+        nll, count = 0.0, 0
+        for g in np.unique(self.groups):
+            held = self.groups == g
+            lin = self.fit(C, np.flatnonzero(~held))
+            X, y = self.X[held], self.y[held]
+            if self.decision is not None:  # target: softmax over each decision's options
+                z = lin.logits(X)[:, 0]
+                _, inv, size = np.unique(self.decision[held], return_inverse=True, return_counts=True)
+                top = np.full(len(size), -np.inf)
+                np.maximum.at(top, inv, z)
+                e = np.exp(z - top[inv])
+                p = (1 - EPSILON) * e / np.bincount(inv, e)[inv] + EPSILON / size[inv]
+                nll -= float(np.log(p[y == 1]).sum())
+                count += len(size)
+            elif self.n_classes is None:  # speak
+                p = (1 - 2 * EPSILON) * _sigmoid(lin.logits(X)[:, 0]) + EPSILON
+                nll -= float(np.log(np.where(y == 1, p, 1 - p)).sum())
+                count += len(y)
+            else:  # strategy
+                p = _class_probs(lin, X, self.n_classes)
+                nll -= float(np.log(p[np.arange(len(y)), y]).sum())
+                count += len(y)
+        return nll / max(count, 1)
+
+    def choose_C(self, grid: Sequence[float] = C_GRID) -> float:
+        """The inverse L2 strength of ``grid`` with the best held-out log-likelihood
+        (:meth:`held_out_nll`) on this head's own rows, a group k-fold inside the training
+        data; the strongest on a tie. A proper score, so the chosen head stays calibrated
+        (top-1 accuracy as the criterion was tried: no better on the real slices, and it
+        is blind to the probabilities the KL penalty uses). With a single group there is
+        nothing to hold out: the grid's middle."""
+        if len(np.unique(self.groups)) < 2:
+            return float(np.median(grid))
+        losses = [round(self.held_out_nll(c), 9) for c in grid]
+        return float(grid[int(np.argmin(losses))])
 
 
 def _target_pairs(dec: Decisions, move_idx: np.ndarray, scenario: str) -> _Head:
@@ -364,13 +471,13 @@ def _target_pairs(dec: Decisions, move_idx: np.ndarray, scenario: str) -> _Head:
                 ys.append(int(t == gold))
                 gs.append(dec.group[i])
                 ds.append(i)
-    return _Head(np.array(Xs), np.array(ys), np.array(gs), np.array(ds))
+    return _Head(np.array(Xs), np.array(ys), np.array(gs), np.array(ds), None, TARGET_ROLES)
 
 
 class ScenarioPrior:
     """The three heads for one scenario (its patterns and strategies)."""
 
-    def __init__(self, scenario: str, speak: Linear, target: Linear, strategy: Linear, itp_threshold: float, n: dict[str, int]):
+    def __init__(self, scenario: str, speak: Linear, target: Linear, strategy: Linear, itp_threshold: float, n: dict[str, float]):
         self.scenario = scenario
         self.speak, self.target, self.strategy = speak, target, strategy
         #: the p_speak above which ITP answers "speak" (:func:`balanced_f1_threshold`)
@@ -384,7 +491,9 @@ class ScenarioPrior:
         """Fit the three heads on ``scenario``'s decisions in ``dialogues``.
 
         ``C`` (inverse L2 strength) for every head, or per head (``{"speak": .., "target": ..,
-        "strategy": ..}``); :data:`DEFAULT_C` by default. ITP's threshold is chosen on
+        "strategy": ..}``); by default each head chooses its own among :data:`C_GRID` by the
+        held-out log-likelihood of leave-one-group-out fits inside ``dialogues``
+        (:meth:`_Head.choose_C`; never on data outside them). ITP's threshold is chosen on
         leave-one-group-out predictions within ``dialogues`` (a couple's or family's sessions
         leave together; in-sample ones when they hold one group).
         """
@@ -399,33 +508,38 @@ class ScenarioPrior:
         groups = np.array(dec.group)
         y_speak = np.array(dec.speak)[speak_idx]
         heads = {
-            "speak": _Head(Xg[speak_idx], y_speak, groups[speak_idx], None),
-            "strategy": _Head(strategy_view(Xg, n_pat)[move_idx], np.array(dec.strategy)[move_idx], groups[move_idx], None),
+            "speak": _Head(speak_view(Xg, scenario)[speak_idx], y_speak, groups[speak_idx], None),
+            "strategy": _Head(strategy_view(Xg, n_pat)[move_idx], np.array(dec.strategy)[move_idx], groups[move_idx], None, len(strategies(scenario))),
             "target": _target_pairs(dec, move_idx, scenario),
         }
+        from threadpoolctl import threadpool_limits
+
+        # one BLAS thread: on these small problems threads only contend (5x slower on a busy
+        # 2-core machine)
+        with threadpool_limits(1):
+            return cls._fit_heads(scenario, heads, y_speak, heads["speak"].X, C)
+
+    @classmethod
+    def _fit_heads(cls, scenario: str, heads: dict[str, _Head], y_speak: np.ndarray, X_speak: np.ndarray, C: float | dict[str, float] | None) -> ScenarioPrior:
         fixed = {} if C is None else C if isinstance(C, dict) else {h: C for h in heads}
         fitted: dict[str, Linear] = {}
+        chosen: dict[str, float] = {}
         oof_speak = None
         for name, head in heads.items():
-            c = fixed.get(name, DEFAULT_C[name])
+            c = chosen[name] = float(fixed[name]) if name in fixed else head.choose_C()
             fitted[name] = head.fit(c)
             if name == "speak" and len(set(head.groups)) > 1 and len(set(y_speak)) > 1:
                 oof_speak = head.out_of_group(c)
-        p_threshold = oof_speak if oof_speak is not None else _sigmoid(fitted["speak"].logits(Xg[speak_idx])[:, 0])
-        counts = {"speak_decisions": int(len(speak_idx)), "moves": int(len(move_idx))}
+        p_threshold = oof_speak if oof_speak is not None else _sigmoid(fitted["speak"].logits(X_speak)[:, 0])
+        counts = {"speak_decisions": len(y_speak), "moves": int(len(np.unique(heads["target"].decision))), **{f"C_{k}": v for k, v in chosen.items()}}
         return cls(scenario, fitted["speak"], fitted["target"], fitted["strategy"], balanced_f1_threshold(p_threshold, y_speak), counts)
 
     def heads(self, batch: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(p_speak[B], p_target[B, T], p_strategy[B, S])`` (targets over valid options)."""
         Xg = group_features(batch, self.n_patterns)
-        p_speak = 1.0 / (1.0 + np.exp(-self.speak.logits(Xg)[:, 0]))
+        p_speak = 1.0 / (1.0 + np.exp(-self.speak.logits(speak_view(Xg, self.scenario))[:, 0]))
         p_speak = (1 - 2 * EPSILON) * p_speak + EPSILON
-        sl = self.strategy.logits(strategy_view(Xg, self.n_patterns))
-        full = np.full((len(Xg), self.n_strategies), -np.inf)
-        if len(self.strategy.classes) == 2 and sl.shape[1] == 1:  # sklearn's binary form
-            sl = np.concatenate([np.zeros_like(sl), sl], axis=1)
-        full[:, self.strategy.classes] = sl
-        p_strat = (1 - EPSILON) * _softmax(full) + EPSILON / self.n_strategies
+        p_strat = _class_probs(self.strategy, strategy_view(Xg, self.n_patterns), self.n_strategies)
         X, valid = option_features(batch, encoding)
         tl = self.target.logits(X.reshape(-1, X.shape[-1]))[:, 0].reshape(valid.shape)
         p_t = _softmax(tl, valid)

@@ -210,8 +210,14 @@ class RolloutConfig:
 class PriorSettings:
     """``rescue train``: grounding in real therapists' moves (``agents/grounded.py``)."""
 
-    #: weight of KL(π ‖ π_prior) in PPO's loss (0: none)
+    #: weight of KL(π(·|speak) ‖ π_prior(·|speak)) in PPO's loss: whom and how, given the
+    #: policy speaks (0: none; agents/grounded.py says why the KL is factored)
     coef: float = 0.0
+    #: weight of KL(π(speak) ‖ π_prior(speak)): whether to speak (0: left to σ*)
+    speak_coef: float = 0.0
+    #: weight of the strategy-given-target part of the KL given speaking; ``coef`` then
+    #: weighs the target part (null: ``coef``, which then weighs the whole move)
+    strategy_coef: Optional[float] = None
     #: a saved behaviour prior (.json); null: fitted on the training dialogues
     path: Optional[str] = None
     #: epochs of behaviour cloning on the training dialogues' real moves before PPO (0: none)
@@ -222,6 +228,8 @@ class PriorSettings:
 
     def __post_init__(self) -> None:
         check_range(self, "coef", 0)
+        check_range(self, "speak_coef", 0)
+        check_range(self, "strategy_coef", 0, optional=True)
         check_range(self, "bc_epochs", 0)
 
 

@@ -239,12 +239,13 @@ def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
 
 
 def grounded(cfg: DictConfig) -> bool:
-    """Whether the run uses the behaviour prior (``prior.coef``, ``prior.bc_epochs`` or
-    ``prior.agreement``; ``experiment=grounded`` sets them); MaskablePPO only."""
+    """Whether the run uses the behaviour prior (``prior.coef``, ``prior.speak_coef``,
+    ``prior.bc_epochs`` or ``prior.agreement``; ``experiment=grounded`` sets them);
+    MaskablePPO only."""
     p = cfg.prior
-    on = p.coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
+    on = p.coef > 0 or p.speak_coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
     if on and cfg.algo != "maskable_ppo":
-        raise ConfigError(f"prior.coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
+        raise ConfigError(f"prior.coef / prior.speak_coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
     return on
 
 
@@ -267,8 +268,10 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
         nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed)
         info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
         log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
-    if cfg.prior.coef > 0:
-        regularise(model, prior_on_obs(prior, observer, encoding), cfg.prior.coef)
+    info["speak_coef"], info["strategy_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef
+    if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0:
+        regularise(model, prior_on_obs(prior, observer, encoding), cfg.prior.coef, n_strategies=encoding.n_strategies,
+                   speak_coef=cfg.prior.speak_coef, strategy_coef=cfg.prior.strategy_coef)
     info["setup_seconds"] = time.perf_counter() - t0
     return prior, info
 

@@ -125,6 +125,10 @@ class GroupState:
     last_client: str | None = None
     last_utterance_type: str = ""
     last_addressee: tuple[str, ...] = ()
+    #: the therapist's moves so far in the transcript, ``(strategy, members addressed)`` per
+    #: therapist row with a strategy (extracted states; the simulator leaves it empty): the
+    #: session's own style, bookkeeping like the turn above, not part of equality
+    moves: tuple[tuple[str, int], ...] = ()
 
     @property
     def n(self) -> int:
@@ -273,6 +277,9 @@ class StateTracker:
                 st.untended[i] = 0
             st.last_strategy = row.strategy
             st.last_target = tuple(self.members[i] for i in sorted(slots))
+            if row.support_strategy:
+                first = row.support_strategy[0]
+                st.moves = (*st.moves, (first.strategy_type, len(self.addressed_slots(first.target or row.target))))
         st.last_speaker = row.primary_speaker
         if row.primary_speaker in self.index:
             st.last_client = row.primary_speaker

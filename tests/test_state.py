@@ -4,6 +4,7 @@ row, and each documented rule on hand-built dialogues."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from rescue_env.data import (
     StrategyRecord,
     ViewpointRecord,
 )
-from rescue_env.state import UNKNOWN_DISTRESS, GroupState, distress_of, extract_state, iter_states
+from rescue_env.state import UNKNOWN_DISTRESS, GroupState, StateTracker, distress_of, extract_state, iter_states
 from rescue_env.taxonomy import patterns
 
 
@@ -289,3 +290,18 @@ def test_untended_counts_rows_since_addressed():
     assert s[2].untended.tolist() == [1, 3]
     assert s[3].untended.tolist() == [0, 0]
     assert s[1].last_strategy == "track" and s[1].last_target == ("Ana",)
+
+
+def test_the_tracker_records_the_therapists_moves_so_far(seed_dialogues):
+    """``moves``: one (strategy, members addressed) per therapist row with a strategy, in order;
+    not part of equality (bookkeeping, like the turn)."""
+    d = next(d for d in seed_dialogues if d.scenario == "couple" and any(r.is_therapist and r.support_strategy for r in d.rows))
+    tracker = StateTracker(d.scenario, d.participants)
+    expected = []
+    for row in d.rows:
+        st = tracker.update(row)
+        if row.is_therapist and row.support_strategy:
+            first = row.support_strategy[0]
+            expected.append((first.strategy_type, len(tracker.addressed_slots(first.target or row.target))))
+        assert list(st.moves) == expected
+    assert expected and st.copy() == replace(st, moves=())

@@ -10,18 +10,37 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, masked_kl, real_moves, regularise
+from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, prior_kl_terms, real_moves, regularise
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 
 
-def test_masked_kl_on_known_cases():
-    probs = th.tensor([[0.8, 0.2, 0.0], [0.5, 0.5, 0.0]])
-    prior = th.tensor([[0.25, 0.25, 0.5], [0.5, 0.5, 0.0]])
-    mask = th.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
-    kl = masked_kl(probs, prior, mask)
-    # the prior renormalised on the mask is (0.5, 0.5)
-    assert kl[0].item() == pytest.approx(0.8 * math.log(1.6) + 0.2 * math.log(0.4), abs=1e-6)
-    assert kl[1].item() == pytest.approx(0.0, abs=1e-7)
+def test_kl_terms_on_a_hand_computed_case():
+    """Action 0 listens; actions 1-3 are three targets with one strategy; action 3 is masked."""
+    probs = th.tensor([[0.2, 0.6, 0.2, 0.0], [0.5, 0.25, 0.25, 0.0]])
+    prior = th.tensor([[0.5, 0.125, 0.125, 0.25], [0.5, 0.25, 0.25, 0.0]])
+    mask = th.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
+    kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, mask, n_strategies=1)
+    # row 0: the prior renormalised on the mask is (2/3, 1/6, 1/6): speaks with 1/3, its
+    # targets given speaking (1/2, 1/2); π speaks with 0.8, its targets (3/4, 1/4)
+    speak = 0.8 * math.log(0.8 / (1 / 3)) + 0.2 * math.log(0.2 / (2 / 3))
+    move = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.5)
+    assert kl_speak[0].item() == pytest.approx(speak, abs=1e-6)
+    assert kl_target[0].item() == pytest.approx(move, abs=1e-6) and kl_strategy[0].item() == pytest.approx(0.0, abs=1e-7)
+    # the chain rule gives back the whole KL(π ‖ π_prior) on the mask
+    whole = 0.2 * math.log(0.2 / (2 / 3)) + 0.6 * math.log(0.6 / (1 / 6)) + 0.2 * math.log(0.2 / (1 / 6))
+    assert (kl_speak[0] + 0.8 * kl_target[0]).item() == pytest.approx(whole, abs=1e-6)
+    assert max(abs(k[1].item()) for k in (kl_speak, kl_target, kl_strategy)) < 1e-6
+
+
+def test_kl_terms_split_target_and_strategy():
+    """Two targets × two strategies (actions 1 + 2t + s): π speaks to target 0 only, with
+    strategies (3/4, 1/4); the prior is uniform over the four moves."""
+    probs = th.tensor([[0.2, 0.6, 0.2, 0.0, 0.0]])
+    prior = th.tensor([[0.2, 0.2, 0.2, 0.2, 0.2]])
+    kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, None, n_strategies=2)
+    assert kl_speak.item() == pytest.approx(0.0, abs=1e-6)
+    assert kl_target.item() == pytest.approx(math.log(2), abs=1e-6)  # (1, 0) against (1/2, 1/2)
+    assert kl_strategy.item() == pytest.approx(0.75 * math.log(1.5) + 0.25 * math.log(0.5), abs=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -33,28 +52,39 @@ def model():
     venv.close()
 
 
-def test_the_loss_gains_exactly_coef_times_kl(model):
+def test_the_loss_gains_exactly_the_factored_kl(model):
     """MaskablePPO's loss adds ``ent_coef · (−entropy term)``: after :func:`regularise` that is
-    ``−0.01 · H(π) + coef · KL(π ‖ π_prior)``, with KL computed here by hand."""
+    ``−0.01 · H(π) + coef · kl_target + strategy_coef · kl_strategy + speak_coef · kl_speak``,
+    each KL computed here by hand from the policy's distribution."""
     venv = model.get_env()
     obs = venv.reset()
     masks = np.asarray(venv.env_method("action_masks"))
     n = venv.action_space.n
-    prior = np.zeros(n)
-    prior[0] = 0.5
-    prior[1:] = 0.5 / (n - 1)
-    regularise(model, lambda o: np.tile(prior, (len(o), 1)), coef=0.3)
+    S = venv.get_attr("encoding")[0].n_strategies
+    rng = np.random.default_rng(0)
+    prior = rng.uniform(0.1, 1.0, n)
+    prior /= prior.sum()
+    regularise(model, lambda o: np.tile(prior, (len(o), 1)), coef=0.3, n_strategies=S, speak_coef=0.05, strategy_coef=0.7)
     assert model.ent_coef == 1.0
     o = th.as_tensor(obs)
     actions = th.zeros(len(obs), dtype=th.long)
     _, _, slot = model.policy.evaluate_actions(o, actions, action_masks=masks)
     dist = model.policy.get_distribution(o, action_masks=masks)
-    p = dist.distribution.probs.detach().numpy()
+    p = dist.distribution.probs.detach().numpy().astype(np.float64)
     q = prior * masks
     q = q / q.sum(axis=1, keepdims=True)
-    kl = np.where(p > 0, p * (np.log(np.maximum(p, 1e-12)) - np.log(np.maximum(q, 1e-12))), 0).sum(axis=1)
+
+    def kl(a, b):
+        a, b = a / a.sum(axis=-1, keepdims=True), b / b.sum(axis=-1, keepdims=True)
+        return np.where(a > 0, a * (np.log(np.maximum(a, 1e-300)) - np.log(np.maximum(b, 1e-300))), 0).sum(axis=-1)
+
+    kl_speak = kl(np.stack([1 - p[:, 0], p[:, 0]], 1), np.stack([1 - q[:, 0], q[:, 0]], 1))
+    grid, qgrid = p[:, 1:].reshape(len(p), -1, S), q[:, 1:].reshape(len(q), -1, S)
+    pt = grid.sum(axis=2)
+    kl_target = kl(pt, qgrid.sum(axis=2))
+    kl_strategy = (pt / pt.sum(axis=1, keepdims=True) * np.nan_to_num(kl(grid, qgrid))).sum(axis=1)
     h = dist.entropy().detach().numpy()
-    assert np.allclose(slot.detach().numpy(), 0.01 * h - 0.3 * kl, atol=1e-5)
+    assert np.allclose(slot.detach().numpy(), 0.01 * h - 0.3 * kl_target - 0.7 * kl_strategy - 0.05 * kl_speak, atol=1e-4)
     # MaskablePPO's train() runs with it (one update on a small rollout)
     model.learn(32)
 

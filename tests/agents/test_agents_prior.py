@@ -82,7 +82,7 @@ def test_observations_give_the_state_prior_without_the_turn(prior, seeds, scenar
     enc = ActionEncoding(scenario)
     observer = Observer(enc, patterns(scenario), horizon=30)
     for st in real_decisions(seeds, scenario).states[:8]:
-        sim = replace(st, last_client=None, untended=np.minimum(st.untended, 10))
+        sim = replace(st, last_client=None, last_utterance_type="", last_addressee=(), untended=np.minimum(st.untended, 10))
         obs = spaces.flatten(observer.space, observer.observe_state(sim))[None]
         assert np.allclose(prior.action_probs_from_obs(obs, observer, enc)[0], prior.action_probs(sim, enc), atol=1e-6)
 
@@ -141,3 +141,17 @@ def test_cross_validate_never_fits_on_the_held_out_group(seeds, monkeypatch):
     for fitted, _ in seen:
         assert len(fitted) == 2  # every fold held one session (each its own couple) out
     assert {"prior", "majority"} <= set(r) and r["prior"]["stp"]["n"] == r["majority"]["stp"]["n"] > 0
+
+
+def test_regularisation_is_chosen_by_group_k_fold_inside_the_training_data():
+    """Noise features are shrunk hard (toward the label frequencies); a feature that predicts
+    the label in every group keeps a loose penalty."""
+    from rescue_env.agents.prior import C_GRID, _Head
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 6))
+    groups = np.repeat(np.arange(5), 80).astype(str)
+    noise = _Head(X, rng.integers(0, 2, 400), groups, None)
+    signal = _Head(X, (X[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int), groups, None)
+    assert min(C_GRID) <= noise.choose_C() <= 0.01 < 0.1 <= signal.choose_C()
+    assert signal.held_out_nll(signal.choose_C()) < noise.held_out_nll(noise.choose_C())
