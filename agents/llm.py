@@ -94,7 +94,7 @@ class LLMTherapist:
         *,
         client: LLMClient | None = None,
         llm: LLMConfig | dict[str, Any] | None = None,
-        window: int = 12,
+        window: int = 16,
         show_state: bool = True,
         name: str = "llm",
     ) -> None:
@@ -151,18 +151,16 @@ class LLMTherapist:
             return None
         return (base + (self._seed or 0) * 1009 + self._t) % (2**31 - 1)
 
-    def _messages(self, state: GroupState, encoding: ActionEncoding, labels: list[str], *, rank: bool) -> Prompt:
-        """The therapist's prompt; its transcript window shrinks if the model's context is small."""
+    def _messages(self, state: GroupState, encoding: ActionEncoding, *, rank: bool) -> Prompt:
+        """The therapist's prompt: the session's shared part (the same as its client personas',
+        :func:`~rescue_env.llm.prompts.session_messages`), then its own tail; its transcript
+        window shrinks if the model's context is small."""
         lines = self._lines()
         summary = state_summary(state) if self.show_state or lines is None else None
-        ask = prompts.therapist_rank_user if rank else prompts.therapist_move_user
-        system = {"role": "system", "content": prompts.therapist_system(encoding.scenario, list(state.members), labels)}
-
-        def build(window: int) -> list[dict[str, str]]:
-            history = "(transcript not available)" if lines is None else prompts.transcript_block(lines, window)
-            return [system, {"role": "user", "content": ask(history, summary)}]
-
-        return Prompt(build, self.window)
+        tail = prompts.therapist_tail(summary, rank=rank)
+        shown = ["(transcript not available)"] if lines is None else lines
+        members = list(state.members)
+        return Prompt(lambda window: prompts.session_messages(encoding.scenario, members, shown, window, tail), self.window)
 
     @staticmethod
     def _targets(encoding: ActionEncoding, members: list[str]) -> dict[str, int]:
@@ -185,7 +183,7 @@ class LLMTherapist:
         encoding = self.encoding
         targets = self._targets(encoding, list(state.members))
         schema = prompts.therapist_move_schema(list(targets), encoding.strategy_names)
-        messages = self._messages(state, encoding, list(targets), rank=False)
+        messages = self._messages(state, encoding, rank=False)
         self.calls += 1
         result = await self.client.complete_json(messages, schema, name="therapist_move", seed=self._seed_for_call(), tag=self._tag)
         self._t += 1
@@ -217,7 +215,7 @@ class LLMTherapist:
         encoding = encoding or self.encoding
         targets = self._targets(encoding, list(state.members))
         schema = prompts.therapist_rank_schema(list(targets), encoding.strategy_names)
-        messages = self._messages(state, encoding, list(targets), rank=True)
+        messages = self._messages(state, encoding, rank=True)
         self.calls += 1
         result = await self.client.complete_json(messages, schema, name="therapist_rank", tag=self._tag)
         valid = encoding.target_mask(state.n).astype(float)

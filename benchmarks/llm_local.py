@@ -47,8 +47,8 @@ def record_requests() -> list[dict[str, Any]]:
     sent: list[dict[str, Any]] = []
     send = LLMClient._send
 
-    async def recording(self: LLMClient, request: dict[str, Any], kind: str = "") -> Any:
-        reply = await send(self, request, kind)  # a request in a format the server refused is left out
+    async def recording(self: LLMClient, request: dict[str, Any], kind: str = "", usable: Any = None) -> Any:
+        reply = await send(self, request, kind, usable)  # a request in a format the server refused is left out
         if kind:
             sent.append({"name": kind, **request})
         return reply

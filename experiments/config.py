@@ -122,8 +122,9 @@ class AgentConfig:
     fit_data: Any = None
     #: use the policy's most likely action (true) or sample it
     deterministic: bool = True
-    #: llm: transcript rows the LLM therapist sees (the most recent)
-    window: int = 12
+    #: llm: transcript rows the LLM therapist sees (the most recent); the LLM clients' window
+    #: (16), so both roles' prompts share the transcript and a server's cache reuses it
+    window: int = 16
     #: llm: also show the LLM therapist a summary of the group state (distress, stances, pattern)
     show_state: bool = True
 

@@ -210,8 +210,9 @@ class LLMBackend:
         history = memory.history()
         lines: list[str] = []
         if move.intervene:
+            # as the session's row will render it, so the next call's transcript extends this one's
             target = memory.group_label if len(move.slots) == state.n > 1 else ", ".join(memory.members[i] for i in move.slots)
-            lines.append(prompts.line(THERAPIST, target, move.text or f"[a {move.strategy_name} move]"))
+            lines.append(prompts.line(THERAPIST, target, move.text or f"[a {move.strategy_name} move]", move.strategy_name or ""))
         fixed = behaviours or {}
         addressed = set(move.slots) if move.intervene else set()
         first = [t for t in planned if t.slot in fixed or t.slot in addressed] or planned[:1]
@@ -263,7 +264,7 @@ class LLMBackend:
 
     @staticmethod
     def _line(memory: EpisodeMemory, a: ClientAnswer) -> str:
-        return prompts.line(memory.members[a.slot], memory.label_of(a.addressee), a.utterance)
+        return prompts.line(memory.members[a.slot], memory.label_of(a.addressee), a.utterance, a.utterance_type)
 
     def _apply(self, state: GroupState, memory: EpisodeMemory, outcome: _Outcome) -> list[ClientTurn]:
         distress = state.distress.copy()
@@ -309,13 +310,9 @@ class LLMBackend:
             types = [UTTERANCE_TYPES[behaviour.utterance_type]]
             addressees = [memory.label_of(behaviour.addressee)]
         schema = prompts.client_turn_schema(others, addressees, utterance_types=types, speak_choice=speak_choice)
-        stance_row = memory.stance_row(slot)
-        system = {"role": "system", "content": prompts.persona_system(memory.scenario, persona.name, persona.role, others, memory.group_label)}
-        private = persona.private_state(members, stance_row)
-        prompt = Prompt(
-            lambda window: [system, {"role": "user", "content": prompts.persona_user(prompts.transcript_block(history, window), private, cue)}],
-            self.window,
-        )
+        private = persona.private_state(members, memory.stance_row(slot))
+        tail = prompts.persona_tail(persona.name, persona.role, private, cue, memory.group_label)
+        prompt = Prompt(lambda window: prompts.session_messages(memory.scenario, members, history, window, tail), self.window)
         result = await self.client.complete_json(prompt, schema, name="client_turn", seed=seed, tag=memory.tag)
         if not result.ok or result.data is None:
             raise LLMCallFailed(f"client {persona.name}", result.error)

@@ -703,12 +703,13 @@ def _completion_fields(body: Any) -> tuple[str | None, Usage]:
 
 
 def _with_schema_prompt(messages: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """Messages that state the schema in the system prompt (for ``json_object`` mode)."""
+    """Messages that state the schema at the end of the last message (for ``json_object``
+    mode): what comes before stays the same for every role, so a server's cache shares it."""
     instruction = f"Reply with one JSON object that matches this JSON Schema:\n{json.dumps(schema)}"
-    if messages and messages[0].get("role") == "system":
-        first = messages[0]
-        return [{**first, "content": f"{first['content']}\n\n{instruction}"}, *messages[1:]]
-    return [{"role": "system", "content": instruction}, *messages]
+    if messages:
+        last = messages[-1]
+        return [*messages[:-1], {**last, "content": f"{last.get('content') or ''}\n\n{instruction}"}]
+    return [{"role": "user", "content": instruction}]
 
 
 def _http_client() -> openai.DefaultAioHttpClient | None:

@@ -31,12 +31,13 @@ class LocalServerConfig:
     prompt_cache_mb: int = 1024
     """RAM for evaluated prompts (llama-cpp-python's ``--cache``; 0 turns it off). The server
     evaluates one prompt at a time in one context; the cache keeps the state of each earlier
-    call (prompt and reply), and a call whose prompt extends one of them (the same client or
-    role one step later) evaluates only its new tokens. Size it to hold one state per client
-    and role in flight: a state takes the prompt's KV cache (SmolLM2: ~23 KB a token, ~70 MB
-    at 3,000 tokens) plus the logits copy (see ``n_batch``); 1024 MB holds ~10 states, enough
-    for a family's five clients, therapist and annotator in one episode (the server keeps no
-    per-token logits, :func:`~rescue_env.llm.local_server.launch_args`). The copy is counted
+    call (prompt and reply), and a call whose prompt extends one of them (the same session's
+    previous call, of any role: :func:`~rescue_env.llm.prompts.session_messages`) evaluates
+    only its new tokens. Size it to hold a state or two per episode in flight (the session's
+    latest, and the annotator's with ``dynamics.annotator=llm``): a state takes the prompt's KV
+    cache (SmolLM2: ~23 KB a token, ~70 MB at 3,000 tokens) plus the logits copy (see
+    ``n_batch``); 1024 MB holds ~10 states (the server keeps no per-token logits,
+    :func:`~rescue_env.llm.local_server.launch_args`). The copy is counted
     here although llama-cpp-python 0.3 leaves it out (its cache grew past 19 GB on a 7-step
     rollout; :mod:`rescue_env.llm._serve_local`), so this bound holds."""
     startup_timeout_s: float = 180.0

@@ -86,7 +86,7 @@ class EpisodeMemory:
         # weak: the session holds the state, and the backend forgets the episode with its state
         self._session = weakref.ref(session) if session is not None else None
         self.tag = tag
-        self._rendered = prompts.RenderedRows()
+        self._rendered = prompts.RenderedRows(strategies=True)
         self._state = weakref.ref(state)
         self.step = 0
         #: transcript lines produced since the start (used when no recording session is attached)
@@ -94,7 +94,7 @@ class EpisodeMemory:
         #: slot -> (step, reply) answered ahead by an LLMClientPolicy for this step
         self.pre_answers: dict[int, tuple[int, Any]] = {}
         seed_rows: list[Row] = list(dialogue.rows[:start_row]) if dialogue is not None else []
-        self.lines = [prompts.render_row(r) for r in seed_rows]
+        self.lines = [prompts.render_row(r, strategies=True) for r in seed_rows]
         roles = dialogue.extras.get("roles") if dialogue is not None and isinstance(dialogue.extras.get("roles"), dict) else None
         index = {m: i for i, m in enumerate(self.members)}
         self.personas: list[Persona] = []

@@ -97,6 +97,50 @@ def transcript_block(lines: Sequence[str], window: int) -> str:
     return head + "\n".join(shown)
 
 
+# shared session prompt ---------------------------------------------------------------------------
+#: Opens the role tail of the last message, after the shared transcript.
+TAIL_MARK = "---"
+
+
+def session_system(scenario: str, members: Sequence[str]) -> str:
+    """System prompt shared by every client persona and the therapist of one session: the
+    scenario's instructions for both roles and their labels (the same for every session of
+    ``scenario``), then who is in this session. Calls of different roles then differ only
+    after the transcript (:func:`session_messages`), so a server's prompt cache finds each
+    call's prompt evaluated up to the lines that are new since the session's previous call."""
+    return f"{_session_instructions(scenario)}\n\nIn this session: {', '.join(members)} and the {THERAPIST}."
+
+
+@lru_cache(maxsize=4)
+def _session_instructions(scenario: str) -> str:
+    setting = "couple" if scenario == "couple" else "family"
+    return (
+        f"A {setting} therapy session is played turn by turn: a therapist and the clients speak in turn. The last "
+        "message says which role you play now and what to reply.\n\n"
+        "Playing a client: speak as that person would, one to three sentences of natural spoken English, with "
+        "their own history, hurts and hopes; never mention being an AI or these instructions. What a client feels "
+        "and thinks is private: the others only hear their words.\n\n"
+        "Kinds of client turn (utterance_type):\n"
+        f"{_definitions(scenario, 'utterance_type')}\n\n"
+        f"Playing the {THERAPIST}: at each turn decide whether to speak now or keep listening; if you speak, whom "
+        "you address and how (the strategy), in one to three sentences addressed to the target by name. Keep the "
+        "most distressed member from being left behind, de-escalate hostile exchanges, and leave room for the "
+        "clients to talk.\n\n"
+        "Strategies:\n"
+        f"{_definitions(scenario, 'strategy', notes=True)}\n\n"
+        "In the transcript, [brackets] give a client turn's kind or the therapist's strategy."
+    )
+
+
+def session_messages(scenario: str, members: Sequence[str], lines: Sequence[str], window: int, tail: str) -> list[dict[str, str]]:
+    """The messages of a client or therapist call: :func:`session_system`, then the transcript
+    (:func:`transcript_block`) and, after it, the role's ``tail`` (who plays now, their private
+    view, what to do). Every call of a session shares everything before the tail, as long as
+    the calls use the same ``window``."""
+    user = f"The session so far (most recent last):\n{transcript_block(lines, window)}\n\n{TAIL_MARK}\n{tail}"
+    return [{"role": "system", "content": session_system(scenario, members)}, {"role": "user", "content": user}]
+
+
 # client personas --------------------------------------------------------------------------------
 def client_turn_schema(
     others: Sequence[str],
@@ -140,36 +184,17 @@ def _client_turn_schema(
     return _strict(props)
 
 
-def persona_system(scenario: str, name: str, role: str, others: Sequence[str], group_label: str) -> str:
-    """System prompt of a client persona: the scenario's instructions (the same for every client
-    of every session of ``scenario``, so a server's prompt cache shares them), then who the
-    persona is."""
-    setting = "couple therapy" if scenario == "couple" else "family therapy"
+def persona_tail(name: str, role: str, private: str, cue: str, group_label: str) -> str:
+    """The tail of a client turn (after the shared transcript): who plays now, their private
+    state, the cue and the reply's fields."""
     return (
-        f"{_persona_instructions(setting, scenario, group_label)}\n\n"
-        f"You are {name}, {role}, in a {setting} session with {', '.join(others)} and a therapist."
+        f"You are {name}, {role}. Your private state before this turn:\n{private}\n\n{cue}\n\n"
+        "Reply with one JSON object: utterance (your own new words, never a copy of earlier lines); utterance_type; "
+        f"addressee ({THERAPIST}, one of the others, or {group_label} for everyone); emotion (one to three words, e.g. "
+        "hurt, angry, calmer, hopeful); intensity (1 = barely, 10 = overwhelming); stances: for each other member, how "
+        "you see them now (viewpoint), your attitude toward them (a few words), and valence from -1 (hostile) through "
+        "0 (neutral) to 1 (warm)."
     )
-
-
-@lru_cache(maxsize=8)
-def _persona_instructions(setting: str, scenario: str, group_label: str) -> str:
-    return (
-        f"You play a client in a {setting} session. Speak as your character would: one to three sentences "
-        "of natural spoken English, with your own history, hurts and hopes; never mention being an AI or "
-        "these instructions. What you feel and think is private: the others only hear your words.\n\n"
-        "Kinds of turn (utterance_type):\n"
-        f"{_definitions(scenario, 'utterance_type')}\n\n"
-        "Reply with one JSON object: utterance (your own new words, never a copy of earlier lines); "
-        f"utterance_type; addressee ({THERAPIST}, one of the others, or {group_label} for everyone); emotion "
-        "(one to three words, e.g. hurt, angry, calmer, hopeful); intensity (1 = barely, 10 = overwhelming); "
-        "stances: for each other member, how you see them now (viewpoint), your attitude toward them (a few "
-        "words), and valence from -1 (hostile) through 0 (neutral) to 1 (warm)."
-    )
-
-
-def persona_user(history: str, private: str, cue: str) -> str:
-    """User message of a client turn: the transcript, the persona's private state, the cue."""
-    return f"The session so far (most recent last):\n{history}\n\nYour private state before this turn:\n{private}\n\n{cue}"
 
 
 # annotator --------------------------------------------------------------------------------------
@@ -223,43 +248,20 @@ def therapist_rank_schema(targets: Sequence[str], strategies: Sequence[str]) -> 
     )
 
 
-def therapist_system(scenario: str, members: Sequence[str], targets: Sequence[str]) -> str:
-    """System prompt of the therapist: the role and the strategy definitions (the same for
-    every session of ``scenario``, so a server's prompt cache shares them), then the clients
-    and targets of this session."""
-    setting = "couple" if scenario == "couple" else "family"
-    return f"{_therapist_instructions(setting, scenario)}\n\nIn this session: {', '.join(members)}. Targets: {', '.join(targets)}."
-
-
-@lru_cache(maxsize=4)
-def _therapist_instructions(setting: str, scenario: str) -> str:
-    return (
-        f"You are an experienced {setting} therapist. "
-        "At each turn you decide whether to speak now or keep listening (intervene); if you speak, "
-        "whom you address (target) and how (strategy), and what you say (utterance: one to three "
-        "sentences, addressed to the target by name). Keep the most distressed member from being "
-        "left behind, de-escalate hostile exchanges, and leave room for the clients to talk.\n\n"
-        "Strategies:\n"
-        f"{_definitions(scenario, 'strategy', notes=True)}"
-    )
-
-
-def therapist_move_user(history: str, state_summary: str | None) -> str:
-    state = f"\n\n{state_summary}" if state_summary else ""
-    return (
-        f"The session so far (most recent last):\n{history}{state}\n\n"
-        "Your move now. Reply with one JSON object: intervene (true to speak, false to keep listening), "
-        "target, strategy, utterance (empty when you keep listening) and reason (one sentence). "
-        "When you keep listening, target and strategy are ignored."
-    )
-
-
-def therapist_rank_user(history: str, state_summary: str | None) -> str:
-    state = f"\n\n{state_summary}" if state_summary else ""
-    return (
-        f"The session so far (most recent last):\n{history}{state}\n\n"
-        "Rank your options for the next therapist turn. Reply with one JSON object: p_speak (the "
-        "probability that the therapist should speak now rather than keep listening), targets (the "
-        "three most fitting targets, best first), strategies (the three most fitting strategies, "
-        "best first) and reason (one sentence)."
-    )
+def therapist_tail(state_summary: str | None, *, rank: bool = False) -> str:
+    """The tail of a therapist call (after the shared transcript): the group-state summary
+    and the move asked for (``rank``: a ranking of the options instead)."""
+    state = f"{state_summary}\n\n" if state_summary else ""
+    if rank:
+        ask = (
+            "Rank your options for the next therapist turn. Reply with one JSON object: p_speak (the probability "
+            "that the therapist should speak now rather than keep listening), targets (the three most fitting "
+            "targets, best first), strategies (the three most fitting strategies, best first) and reason (one sentence)."
+        )
+    else:
+        ask = (
+            "Your move now. Reply with one JSON object: intervene (true to speak, false to keep listening), target, "
+            "strategy, utterance (empty when you keep listening) and reason (one sentence). When you keep listening, "
+            "target and strategy are ignored."
+        )
+    return f"You are the {THERAPIST}.\n{state}{ask}"

@@ -5,6 +5,7 @@ sync and async paths, and the therapist's moves, fallbacks and rankings."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 
@@ -18,7 +19,7 @@ from rescue_env.agents.llm import LLMTherapist
 from rescue_env.data import THERAPIST, load_dialogues
 from rescue_env.dynamics import ClientTurn, TherapistMove
 from rescue_env.envs.gym_env import GroupSupportEnv
-from rescue_env.llm import LLMClient, LLMConfig, run_sync
+from rescue_env.llm import LLMClient, LLMConfig, prompts, run_sync
 from rescue_env.llm.backend import LLMBackend
 from rescue_env.llm.errors import LLMCallFailed
 from rescue_env.rollout import EpisodeFailed, arun_episode, run_episode
@@ -59,17 +60,17 @@ def scripted(**by_schema):
     return respond
 
 
-def persona_name(system: str) -> str:
-    """The persona a client turn's system prompt speaks as (``You are NAME, ...``)."""
-    found = re.search(r"You are ([^,.]+),", system)
-    assert found, system
+def persona_name(prompt: str) -> str:
+    """The persona a client turn's prompt (its last message) speaks as (``You are NAME, ...``)."""
+    found = re.search(r"You are ([^,.]+),", prompt)
+    assert found, prompt
     return found.group(1)
 
 
 def client_reply(body, *, emotion="furious and hurt", intensity=8, valence=-0.7):
     """A client turn naming its speaker (from the system prompt) with a known self-report."""
     schema = body["response_format"]["json_schema"]["schema"]
-    speaker = persona_name(body["messages"][0]["content"])
+    speaker = persona_name(body["messages"][-1]["content"])
     others = schema["properties"]["stances"]["items"]["properties"]["target"]["enum"]
     return {
         "utterance": f"{speaker} speaking.",
@@ -131,7 +132,7 @@ def test_personas_are_seeded_from_the_dialogue(serve, client_for, seeds, couple)
     env.step(0)
     request = server.chat_requests[0]
     system, user = request.body["messages"][0]["content"], request.body["messages"][1]["content"]
-    speaker = persona_name(system)
+    speaker = persona_name(user)
     assert speaker in couple.participants and "couple therapy" in system
     for info in label_info("couple", "utterance_type"):
         assert info.name in system
@@ -165,8 +166,8 @@ def test_addressed_speakers_answer_together_and_others_after_hearing_them(serve,
     apart = time.perf_counter() - t0
     assert apart >= 0.6
     second = server.chat_requests[-1].body["messages"]
-    assert persona_name(second[0]["content"]) == b
-    assert f"{a} (to {THERAPIST}): {a} speaking." in second[1]["content"]
+    assert persona_name(second[-1]["content"]) == b
+    assert re.search(rf"{a} \(to {THERAPIST}\) \[\w+\]: {a} speaking\.", second[1]["content"])
 
 
 def test_llm_annotator_sets_the_pattern(serve, client_for, seeds, family):
@@ -352,3 +353,32 @@ def test_close_releases_the_llm_client(serve, client_for):
     par = parallel_env(scenario="couple", dynamics=LLMBackend("couple", client))
     par.close()
     assert closed == [True, True]
+
+
+def test_each_call_of_an_episode_extends_the_previous_calls_transcript_across_roles(serve, client_for, seeds, couple):
+    """LLM therapist and LLM clients in one episode: the lines a client hears within a step are
+    written as the session's rows then render them, so every call's prompt up to its role's tail
+    is a prefix of the next call's (a server's prompt cache evaluates only the new lines and the tail)."""
+    a, b = couple.participants[:2]
+    server = serve(scripted(therapist_move=lambda body: move_reply(a, "reframe"), client_turn=client_reply))
+    env, backend, client = make_env(server, client_for, "couple", seeds, horizon=4)
+    respond = backend.arespond
+
+    async def both_speak(session, move, planned, **kw):  # A answers the therapist, then B hears A
+        return await respond(session, move, [ClientTurn(0, "disclosure"), ClientTurn(1, "defense")], **kw)
+
+    backend.arespond = both_speak
+    agent = LLMTherapist("couple", env.encoding, client=client)
+    record = run_episode(env, agent, couple.sample_id, 0, 0)
+    assert not record.failed
+    calls = ["\n".join(m["content"] for m in r.body["messages"]) for r in server.chat_requests]
+    roles = [schema_name(r) for r in server.chat_requests]
+    assert roles[:3] == ["therapist_move", "client_turn", "client_turn"] and len(calls) == 12
+    kept = 0
+    for before, after in zip(calls, calls[1:]):
+        if re.findall(r"\(… \d+ earlier turns\)", before) != re.findall(r"\(… \d+ earlier turns\)", after):
+            continue  # the transcript window moved on (every half window)
+        shared = before[: before.index(f"\n\n{prompts.TAIL_MARK}\n")]
+        assert after.startswith(shared), (shared[-300:], after[len(os.path.commonprefix([shared, after])) - 100 :][:300])
+        kept += 1
+    assert kept >= len(calls) - 3

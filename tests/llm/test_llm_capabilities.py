@@ -64,7 +64,7 @@ def test_json_mode_server_that_ignores_the_schema_gets_it_in_the_prompt(serve, c
     result = ask(client)
     assert result.ok and result.data == reply
     assert formats(server) == ["json_schema", "json_object+schema", "json_object"]
-    assert json.dumps(TURN_SCHEMA) in server.chat_requests[-1].body["messages"][0]["content"]
+    assert json.dumps(TURN_SCHEMA) in server.chat_requests[-1].body["messages"][-1]["content"], "after the shared part"
     assert client.formats.mode == "json_object"
     assert "not enforced" in client.formats.trials[1]["outcome"]
 

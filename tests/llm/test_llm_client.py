@@ -45,7 +45,8 @@ def test_json_object_fallback_puts_schema_in_prompt(serve, client_for):
     assert result.ok and result.data["intensity"] == 6
     body = server.chat_requests[0].body
     assert body["response_format"] == {"type": "json_object"}
-    assert json.dumps(TURN_SCHEMA) in body["messages"][0]["content"]
+    assert json.dumps(TURN_SCHEMA) in body["messages"][-1]["content"], "after what every role shares"
+    assert json.dumps(TURN_SCHEMA) not in body["messages"][0]["content"] and len(body["messages"]) == len(MESSAGES)
 
 
 def test_complete_text(serve, client_for):

@@ -136,9 +136,11 @@ def test_threads_default_to_the_cores_available_and_settings_override_them(monke
 
 
 @needs_local_model
-def test_the_chat_template_keeps_a_clients_prompt_a_prefix_of_its_next_one():
-    """Rendered by the model's own chat template and tokenizer, a client's prompt up to its
-    private state is a token prefix of the next step's prompt: the server's cache finds it."""
+def test_the_chat_template_keeps_each_calls_prompt_a_prefix_of_the_next_across_roles():
+    """Rendered by the model's own chat template and tokenizer, a session's calls in the order a
+    step makes them (therapist, then each client, each with the lines said since): every prompt
+    shares with the one before it a token prefix that reaches at least to the end of the earlier
+    one's transcript, so the server evaluates only the new lines and the role's tail."""
     from llama_cpp import Llama
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -146,18 +148,21 @@ def test_the_chat_template_keeps_a_clients_prompt_a_prefix_of_its_next_one():
 
     vocab = Llama(str(default_model_path()), vocab_only=True, verbose=False)
     template = Jinja2ChatFormatter(vocab.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token="<|im_start|>")
-    lines = [prompts.line("Ana" if i % 2 else "Ben", "Therapist", f"I said it {i} times already.") for i in range(10)]
-    system = {"role": "system", "content": prompts.persona_system("couple", "Ana", "the wife", ["Ben"], "Couple")}
+    lines = [prompts.line(["Ana", "Ben", "Therapist"][i % 3], "Couple", f"I said it {i} times already.", "track") for i in range(14)]
 
-    def tokens(n: int, private: str) -> list[int]:
-        user = prompts.persona_user(prompts.transcript_block(lines[:n], 16), private, "It is your turn to speak.")
-        text = template(messages=[system, {"role": "user", "content": user}]).prompt
-        return vocab.tokenize(text.encode(), add_bos=False, special=True)
+    def call(n: int, who: str) -> tuple[list[int], int]:
+        """A call's tokens, and how many of them come before its tail."""
+        tail = prompts.therapist_tail("Group state: calm.") if who == "T" else prompts.persona_tail(who, "a partner", f"{who} is hurt, 7/10", "Speak.", "Couple")
+        text = template(messages=prompts.session_messages("couple", ["Ana", "Ben"], lines[:n], 16, tail)).prompt
+        head = text[: text.index(f"\n\n{prompts.TAIL_MARK}\n")]
+        return vocab.tokenize(text.encode(), add_bos=False, special=True), len(vocab.tokenize(head.encode(), add_bos=False, special=True))
 
-    before, after = tokens(8, "calm"), tokens(10, "hurt, 7/10")
-    shared = Llama.longest_token_prefix(before, after)
-    stable = len(tokens(8, "")) - len(vocab.tokenize(b"\n\nYour private state before this turn:\n\n\nIt is your turn to speak.<|im_end|>\n<|im_start|>assistant\n", add_bos=False, special=True))
-    assert shared >= stable - 2 and shared > 0.8 * len(before)
+    calls = [call(n, who) for n, who in [(8, "T"), (9, "Ana"), (9, "Ben"), (11, "T"), (12, "Ben"), (14, "T")]]
+    for (before, stable), (after, _) in zip(calls, calls[1:]):
+        shared = Llama.longest_token_prefix(before, after)
+        assert shared >= stable - 2, (shared, stable)
+    first, evaluated = len(calls[0][0]), sum(len(a) - Llama.longest_token_prefix(b, a) for (b, _), (a, _) in zip(calls, calls[1:]))
+    assert evaluated < 0.15 * first * (len(calls) - 1), "a later call evaluates only its new lines and its tail"
 
 
 def test_a_missing_model_file_stops_the_command_with_one_line(tmp_path):

@@ -1,5 +1,5 @@
-"""Prompts laid out for a server's prompt cache: what repeats comes first, and a role's next
-prompt extends its last one."""
+"""Prompts laid out for a server's prompt cache: what repeats comes first, every role of a
+session shares it, and each call's prompt extends the previous call's."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import pytest
 
 from rescue_env.llm import prompts
+from rescue_env.taxonomy import label_info
 
 LINES = [prompts.line("Ana" if i % 2 else "Ben", "Therapist", f"turn {i}: it keeps happening") for i in range(60)]
 
@@ -26,27 +27,48 @@ def test_the_shown_window_keeps_its_start_for_several_turns():
     assert moves <= len(LINES) // (window // 2), "the start moved more often than once per half window"
 
 
-def test_a_clients_next_prompt_extends_its_last_one_up_to_its_tail():
-    """Everything before the private state and cue (instructions, persona, transcript) stays a
-    prefix of the next step's prompt on every step whose window did not move."""
-    system = prompts.persona_system("couple", "Ana", "the wife", ["Ben"], "Couple")
+def text(messages: list[dict[str, str]]) -> str:
+    return "\n".join(m["content"] for m in messages)
+
+
+def shared_part(messages: list[dict[str, str]]) -> str:
+    """Everything before the role's tail."""
+    whole = text(messages)
+    return whole[: whole.index(f"\n\n{prompts.TAIL_MARK}\n")]
+
+
+def call(n: int, who: str) -> list[dict[str, str]]:
+    """The prompt of ``who`` (a client's name or the therapist) after ``n`` lines."""
+    tail = prompts.therapist_tail("Group state: calm.") if who == "T" else prompts.persona_tail(who, "a partner", "calm", "Your turn.", "Couple")
+    return prompts.session_messages("couple", ["Ana", "Ben"], LINES[:n], 16, tail)
+
+
+def test_every_role_of_a_session_shares_everything_before_its_tail():
+    """The therapist and each client see one system prompt and one transcript; only the tail
+    after them (who plays now, a private view, the cue) differs."""
+    therapist, ana, ben = call(10, "T"), call(10, "Ana"), call(10, "Ben")
+    assert shared_part(therapist) == shared_part(ana) == shared_part(ben)
+    assert LINES[9] in shared_part(ana) and "Ana, a partner" not in shared_part(ana) and "Group state" not in shared_part(therapist)
+    assert "calm\n\nYour turn." in text(ana) and "Your move now." in text(therapist)
+
+
+def test_each_call_extends_the_previous_calls_shared_part_across_roles():
+    """Calls of alternating roles, each with one more line: the previous call's shared part is
+    a prefix of the next one's on every step whose window did not move."""
     kept = 0
     for n in range(20, 40):
-        before = system + prompts.persona_user(prompts.transcript_block(LINES[:n], 16), "calm", "Your turn.")
-        after = system + prompts.persona_user(prompts.transcript_block(LINES[: n + 1], 16), "hurt", "Your turn.")
-        stable = before.index("\n\nYour private state")
-        kept += common_prefix(before, after) >= stable
+        before, after = call(n, ["T", "Ana", "Ben"][n % 3]), call(n + 1, ["T", "Ana", "Ben"][(n + 1) % 3])
+        kept += text(after).startswith(shared_part(before))
     assert kept >= 20 - -(-20 // 8), "the prefix broke more than once per half window"
 
 
-def test_instructions_come_before_names_so_clients_and_sessions_share_them():
-    ana = prompts.persona_system("couple", "Ana", "the wife", ["Ben"], "Couple")
-    ben = prompts.persona_system("couple", "Ben", "the husband", ["Ana"], "Couple")
-    shared = common_prefix(ana, ben)
-    assert shared > 0.8 * len(ana) and "Ana" not in ana[:shared]
-    one = prompts.therapist_system("couple", ["Ana", "Ben"], ["Ana", "Ben", "Ana & Ben"])
-    other = prompts.therapist_system("couple", ["Kim", "Lee"], ["Kim", "Lee", "Kim & Lee"])
-    assert common_prefix(one, other) > 0.9 * len(one)
+def test_instructions_come_before_names_so_sessions_share_them():
+    one = prompts.session_system("couple", ["Ana", "Ben"])
+    other = prompts.session_system("couple", ["Kim", "Lee"])
+    shared = common_prefix(one, other)
+    assert shared > 0.95 * len(one) and "Ana" not in one[:shared]
+    for info in [*label_info("couple", "utterance_type"), *label_info("couple", "strategy")]:
+        assert info.definition in one[:shared], info.name
     first = prompts.annotator_messages("couple", ["Ana", "Ben"], "x", None)[0]["content"]
     second = prompts.annotator_messages("couple", ["Kim", "Lee"], "y", "blame")[0]["content"]
     assert first == second, "the annotator's system prompt names no one"

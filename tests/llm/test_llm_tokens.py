@@ -10,15 +10,16 @@ from rescue_env.llm import prompts, run_sync
 from rescue_env.llm.capabilities import grammar_schema
 from rescue_env.llm.tokens import Prompt, TokenCounter, reply_budget
 
-LINES = [prompts.line("Ana" if i % 2 else "Ben", "Therapist", f"turn {i}: " + "I keep saying the same thing " * 4) for i in range(40)]
+LINES = [prompts.line("Ana" if i % 2 else "Ben", "Therapist", f"turn {i}: " + "I keep saying the same thing " * 8) for i in range(40)]
+
+
+#: A context that holds the shared instructions and some of the 40 lines, not all of them.
+CONTEXT = 4700
 
 
 def transcript_prompt(window: int = 40, min_window: int = 1) -> Prompt:
     return Prompt(
-        lambda w: [
-            {"role": "system", "content": "You are Ana, in couple therapy with Ben."},
-            {"role": "user", "content": prompts.persona_user(prompts.transcript_block(LINES, w), "calm", "Your turn.")},
-        ],
+        lambda w: prompts.session_messages("couple", ["Ana", "Ben"], LINES, w, prompts.persona_tail("Ana", "a partner", "calm", "Your turn.", "Couple")),
         window,
         min_window,
     )
@@ -32,14 +33,14 @@ def shown_turns(request) -> list[str]:
 def test_a_long_transcript_is_trimmed_to_the_context(serve, client_for, flavour):
     """The oldest lines go; the newest stay; the prompt and the reply budget fit the context."""
     server = serve(flavour=flavour)
-    client = client_for(server, context_tokens=900, structured_outputs="json_object_schema" if flavour == "llama_cpp" else "auto")
+    client = client_for(server, context_tokens=CONTEXT, structured_outputs="json_object_schema" if flavour == "llama_cpp" else "auto")
     result = run_sync(client.complete_json(transcript_prompt(), TURN_SCHEMA, name="client_turn"))
     assert result.ok
     call = server.chat_requests[-1]
     turns = shown_turns(call)
     assert 1 <= len(turns) < 40 and turns[-1].startswith("Ana (to Therapist): turn 39"), "the newest lines are kept"
     assert "earlier turns" in call.body["messages"][1]["content"]
-    assert client.tokens.estimate(call.body["messages"]) + call.body["max_tokens"] <= 900 * 1.1
+    assert client.tokens.estimate(call.body["messages"]) + call.body["max_tokens"] <= CONTEXT * 1.1
     assert client.usage().trimmed == 1 and client.usage_by_role()["client_turn"].trimmed == 1
     # llama-cpp-python's tokenizer is used where there is one; elsewhere the estimate
     assert client.tokens.endpoint == ("llama_cpp" if flavour == "llama_cpp" else "estimate")
