@@ -40,7 +40,6 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from rescue_env.agents import make_agent
-from rescue_env.agents.sb3 import load_policy, policy_scenario
 from rescue_env.experiments.common import load_playable, run_dir
 from rescue_env.experiments.config import env_config, make_llm_backend, register_configs, reward_config
 from rescue_env.experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
@@ -76,6 +75,10 @@ def trained_scenario(policy: str) -> str | None:
 
 @functools.lru_cache(maxsize=16)
 def _trained_scenario(path: str, mtime_ns: int) -> str | None:
+    # imported here: torch (through SB3) takes seconds to import, and only runs with a
+    # learned policy need it
+    from rescue_env.agents.sb3 import load_policy, policy_scenario
+
     return policy_scenario(load_policy(path))
 
 
