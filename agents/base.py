@@ -23,6 +23,16 @@ from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
 
 
+
+class PriorError(ValueError):
+    """A behaviour prior that cannot serve: its file is missing or is not a prior file of this
+    version, or the prior was fitted on other scenarios than the run plays. A user error (the
+    apps exit 2 with the message, which names the fix)."""
+
+
+class PriorFileNotFound(PriorError, FileNotFoundError):
+    """The behaviour prior file named does not exist (also a ``FileNotFoundError``)."""
+
 @dataclass(frozen=True)
 class Ranking:
     """An agent's view of what to do next in a state.

@@ -60,7 +60,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rescue_env.agents.base import Ranking
+from rescue_env.agents.base import PriorError, PriorFileNotFound, Ranking
 from rescue_env.atomic import atomic_write_text
 from rescue_env.data.groups import session_groups
 from rescue_env.data.schema import GROUP_LABELS, THERAPIST, Dialogue
@@ -600,7 +600,7 @@ class BehaviourPrior:
         try:
             return self.scenarios[scenario]
         except KeyError:
-            raise ValueError(f"this behaviour prior was fitted on {sorted(self.scenarios)} dialogues only, not {scenario}; refit it on data with {scenario} sessions") from None
+            raise PriorError(f"this behaviour prior was fitted on {sorted(self.scenarios)} dialogues only, not {scenario}; refit it on data with {scenario} sessions") from None
 
     # probabilities ------------------------------------------------------------------------
     def flat_probs(self, scenario: str, batch: Batch, encoding: ActionEncoding) -> np.ndarray:
@@ -638,18 +638,21 @@ class BehaviourPrior:
 
     @classmethod
     def load(cls, path: str | Path) -> BehaviourPrior:
-        """Read a file :meth:`save` wrote; ``ValueError`` for anything else."""
+        """Read a file :meth:`save` wrote; :class:`PriorError` for anything else
+        (:class:`PriorFileNotFound`, also a ``FileNotFoundError``, for a missing file)."""
         p = Path(path)
         if not p.exists():
-            raise FileNotFoundError(f"behaviour prior file {p} does not exist (fit one: rescue train experiment=grounded writes prior.json, or rescue_env.agents.prior.BehaviourPrior.fit(...).save(path))")
+            raise PriorFileNotFound(f"behaviour prior file {p} does not exist (fit one: rescue train experiment=grounded writes prior.json, or rescue_env.agents.prior.BehaviourPrior.fit(...).save(path))")
         try:
             doc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, not text
+            raise PriorError(f"{p} is not a readable behaviour prior file ({exc.__class__.__name__}: {exc})") from None
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{p} is not a behaviour prior file (not JSON: {exc})") from None
+            raise PriorError(f"{p} is not a behaviour prior file (not JSON: {exc})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError(f"{p} is not a behaviour prior file (no format {FORMAT!r})")
+            raise PriorError(f"{p} is not a behaviour prior file (no format {FORMAT!r})")
         if doc.get("version") != VERSION:
-            raise ValueError(f"{p} is a behaviour prior of format version {doc.get('version')}, this code reads version {VERSION}; refit it")
+            raise PriorError(f"{p} is a behaviour prior of format version {doc.get('version')}, this code reads version {VERSION}; refit it")
         return cls({s: ScenarioPrior.from_dict(s, d) for s, d in doc["scenarios"].items()}, list(doc.get("fitted_on", [])))
 
 

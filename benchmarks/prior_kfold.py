@@ -24,6 +24,7 @@ from tabulate import tabulate
 
 from rescue_env.agents.prior import cross_validate
 from rescue_env.data import load_dialogues
+from rescue_env.tasks.instances import PROFILES
 
 SHARED = Path(os.environ.get("RESCUE_SHARED_DIR") or Path(__file__).resolve().parents[1] / ".." / "shared") / "data"
 SLICES = ("rescue-bench-subset", "rescue-bench-more", "rescue-bench-extra")
@@ -46,11 +47,16 @@ def table(result: dict, tasks: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", default="itp,stp,ssp")
-    ap.add_argument("--profile", default="paper")
+    ap.add_argument("--tasks", default="itp,stp,ssp", help=f"comma-separated, of {','.join(FIGURE)} (the tasks the prior answers)")
+    ap.add_argument("--profile", default="paper", choices=PROFILES, help="instance sets: the paper's protocol or the released scripts'")
     ap.add_argument("--json", type=Path, help="write the full figures here too")
     args = ap.parse_args(argv)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if not tasks or set(tasks) - set(FIGURE):
+        ap.error(f"--tasks {args.tasks!r}: choose from {', '.join(FIGURE)}")
+    missing = [str(SHARED / s) for s in SLICES if not (SHARED / s).exists()]
+    if missing:
+        ap.error(f"the real slices are not there: {', '.join(missing)} (set RESCUE_SHARED_DIR to the folder holding data/)")
     dialogues = load_dialogues([SHARED / s for s in SLICES])
     t0 = time.perf_counter()
     result = cross_validate(dialogues, tasks=tasks, profile=args.profile)

@@ -326,9 +326,9 @@ class EvalTasksConfig:
 
     data: DataConfig = field(default_factory=DataConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
-    #: the ``agent`` group (name and settings of the agent predictor), kept untyped: each
-    #: agent takes its own settings
-    agent: Any = None
+    #: the ``agent`` group (name and settings of the agent predictor: agent.policy,
+    #: agent.prior, agent.fit_data…), the same settings as rollout's
+    agent: AgentConfig = field(default_factory=AgentConfig)
     #: who answers: majority | prior | random (baselines fitted on fit_data's gold labels),
     #: agent (the ``agent`` group, through state extraction) or llm (the ``llm`` group).
     #: Non-LLM predictors answer ER/VP with the carry-forward baseline (last annotated

@@ -63,14 +63,16 @@ def _agent_settings(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
 
 def make_agent_factory(name: str, settings: dict[str, Any]):
     """``scenario -> agent`` through ``agents.make_agent(name, scenario, **kw)``; only the
-    settings that ``make_agent`` accepts are passed."""
+    settings ``make_agent`` names are passed (the agent group's LLM-therapist settings,
+    ``window`` and ``show_state``, go to its ``**kwargs`` in rollout only: eval-tasks asks
+    the LLM through ``predictor=llm``)."""
     try:
         from rescue_env.agents import make_agent
     except ImportError as exc:
         raise RuntimeError(f"predictor=agent needs agents.make_agent(name, scenario, **kw), which is not available ({exc})") from exc
     params = inspect.signature(make_agent).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        settings = {k: v for k, v in settings.items() if k in params}
+    named = {k for k, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    settings = {k: v for k, v in settings.items() if k in named}
     return lambda scenario: make_agent(name, scenario, **settings)
 
 

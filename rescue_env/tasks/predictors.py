@@ -508,12 +508,12 @@ class AgentPredictor(BasePredictor):
         the policy sees. Their instances fail with that reason (counted, never dropped) and a
         warning names them; when no scenario can be answered, the error is raised."""
         scenarios = sorted({d.scenario for d in dialogues})
-        errors: dict[str, str] = {}
+        errors: dict[str, ValueError] = {}
         for scenario in scenarios:
             try:
                 agent = self.agent(scenario)
             except ValueError as exc:  # e.g. a family policy asked about couples
-                errors[scenario] = str(exc)
+                errors[scenario] = exc
                 for d in dialogues:
                     if d.scenario == scenario:
                         self.unanswerable[d.sample_id] = f"{self.name} cannot answer {scenario} sessions: {exc}"
@@ -529,7 +529,11 @@ class AgentPredictor(BasePredictor):
                         )
             check_agent_groups(None, scenario, [d for d in ds if d.sample_id not in self.unanswerable])
         if errors and len(errors) == len(scenarios):
-            raise ValueError("; ".join(errors.values()))
+            # one cause (a bad prior file) is said once, and keeps its kind: a PriorError is
+            # the user's to fix (exit 2), not a bug
+            excs = list(errors.values())
+            kind = type(excs[0]) if all(type(e) is type(excs[0]) for e in excs) else ValueError
+            raise kind("; ".join(dict.fromkeys(str(e) for e in excs)))
         new = sorted(set(self.unanswerable) - self._warned)
         if new:
             self._warned.update(new)

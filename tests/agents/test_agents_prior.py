@@ -12,6 +12,7 @@ import pytest
 from gymnasium import spaces
 
 from rescue_env.agents import make_agent
+from rescue_env.agents.base import PriorError
 from rescue_env.agents.prior import BehaviourPrior, PriorAgent, cross_validate, real_decisions
 from rescue_env.data.groups import session_groups
 from rescue_env.envs.common import Observer
@@ -73,6 +74,12 @@ def test_load_refuses_other_files(tmp_path):
         BehaviourPrior.load(tmp_path / "v.json")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         BehaviourPrior.load(tmp_path / "missing.json")
+    with pytest.raises(PriorError, match="not a readable behaviour prior file"):
+        BehaviourPrior.load(tmp_path)  # a folder
+    (tmp_path / "cut.json").write_text('{"format": "rescue-behaviour')
+    for bad in ["x.json", "v.json", "missing.json", "cut.json"]:  # every refusal is a PriorError (a user error)
+        with pytest.raises(PriorError):
+            BehaviourPrior.load(tmp_path / bad)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -281,3 +281,27 @@ def test_an_unknown_pattern_label_stops_the_run_naming_file_and_line(rescue, tmp
     assert run.rc == EXIT_USER_ERROR, run.err[-2000:]
     assert f"{data}:2: rows[{row}].relation_pattern: unknown couple pattern 'pursue-withdraw'" in run.err
     assert "Traceback" not in run.err
+
+
+def test_a_saved_behaviour_prior_scores_the_tasks_and_a_bad_one_is_a_user_error(rescue, tmp_path):
+    """``agent.prior`` (and the rest of the agent's settings) reach eval-tasks; a prior file
+    that cannot serve (missing, a folder, not a prior, fitted on the other scenario) is one
+    line and exit 2, in eval-tasks as in train."""
+    from rescue_env.agents.prior import BehaviourPrior
+    from rescue_env.data import load_dialogues
+
+    couples = [d for d in load_dialogues() if d.scenario == "couple"]
+    saved = BehaviourPrior.fit(couples, ["couple"]).save(tmp_path / "prior.json")
+    seeds = Path(__file__).resolve().parents[2] / "rescue_env" / "data" / "seeds"
+    args = ["eval-tasks", "predictor=agent", "agent=imitation", "tasks=[stp]", "progress=false", f"data.path={seeds / 'couple'}"]
+    ok = rescue([*args, f"agent.prior={saved}", f"hydra.run.dir={tmp_path / 'ok'}"])
+    assert ok.rc == 0, ok.err[-2000:]
+    (tmp_path / "other.json").write_text('{"format": "something-else"}')
+    for bad, needle in [
+        (tmp_path / "missing.json", "does not exist"),
+        (tmp_path, "is not a readable behaviour prior file"),
+        (tmp_path / "other.json", "is not a behaviour prior file"),
+    ]:
+        assert_refused(rescue([*args, f"agent.prior={bad}", f"hydra.run.dir={tmp_path / 'bad'}"]), needle)
+    run = rescue([*args[:-1], f"data.path={seeds / 'family_therapy'}", f"agent.prior={saved}", f"hydra.run.dir={tmp_path / 'fam'}"])
+    assert_refused(run, "fitted on ['couple'] dialogues only, not family")
