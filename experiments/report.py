@@ -67,6 +67,8 @@ def episodes_path(run_dir: Path) -> Path:
             f"`rescue rollout policy={run_dir / 'model.zip'}` (add data.path=... for the dialogues it was trained on); "
             "that run folder gets the report"
         )
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir} is not a folder (give a `rescue rollout` run folder)" if run_dir.exists() else f"{run_dir} does not exist")
     if not path.is_file():
         raise UserError(f"{run_dir} holds no episodes file ({' or '.join(EPISODES_FILES)}): it is not a `rescue rollout` run folder")
     return path

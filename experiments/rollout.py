@@ -139,7 +139,11 @@ def play(cfg: DictConfig, out: Path, jobs: list[EpisodeJob], dialogues: list, im
     episode at a time."""
     client = client_from_config(cfg.llm) if uses_llm(cfg) else None
     per_agent = {name: UsageStats() for name, _ in agent_names(cfg)}
-    with EpisodeJournal(episodes_file(out, compress=cfg.compress)) as journal:
+    path = episodes_file(out, compress=cfg.compress)
+    if path.is_file() and path.name.endswith(".gz") != bool(cfg.compress):
+        # a rerun keeps the folder's file as it is: one run's episodes stay in one file
+        log.warning("%s already holds %s: the new episodes go there too (compress=%s applies to new run folders)", out, path.name, str(cfg.compress).lower())
+    with EpisodeJournal(path) as journal:
         done = journal.done
         bar = tqdm(total=len(jobs), initial=sum(job.key in done for job in jobs), desc="episodes", unit="ep", disable=not cfg.progress)
 

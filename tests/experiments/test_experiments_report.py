@@ -267,7 +267,12 @@ def test_merge_and_report_read_a_reply_holding_line_separators(shards, tmp_path:
 
 def test_merge_user_errors_exit_2(shards, tmp_path: Path, capsys):
     assert main(["merge", str(tmp_path / "m1"), str(shards[0]), str(tmp_path / "nowhere")]) == 2
+    assert f"{tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["merge", str(tmp_path / "m1"), str(shards[0]), str(tmp_path / "empty")]) == 2
     assert "not a `rescue rollout` run folder" in capsys.readouterr().err
+    assert main(["report", str(episodes_file(shards[0]))]) == 2  # the file, not its folder
+    assert "is not a folder (give a `rescue rollout` run folder)" in capsys.readouterr().err
     assert main(["merge", str(tmp_path / "m2"), *map(str, shards), "--compare-to", "bogus"]) == 2
     assert "'bogus' is not an agent of this run" in capsys.readouterr().err
     assert not (tmp_path / "m1").exists()
