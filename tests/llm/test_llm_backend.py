@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import time
 
 import numpy as np
 import pytest
@@ -154,17 +153,17 @@ def test_addressed_speakers_answer_together_and_others_after_hearing_them(serve,
         return await respond(session, move, [ClientTurn(0, "disclosure"), ClientTurn(1, "defense")], **kw)
 
     backend.arespond = both_speak
-    t0 = time.perf_counter()
+    # the server counts the requests it holds at once (each for latency_s): concurrency is
+    # read there, not from a stopwatch that one-time costs of a busy machine would upset
+    server.max_in_flight = 0
     env.step(env.encoding.encode(env.encoding.group_target, 0))  # the therapist addresses the couple
-    together = time.perf_counter() - t0
     first = server.chat_requests[-2:]
-    assert together < 0.55, "both partners answer the same move concurrently (sequential: >= 0.6 s)"
+    assert server.max_in_flight == 2, "both partners answer the same move concurrently"
     assert all(f"{a} speaking." not in r.body["messages"][1]["content"] for r in first)
 
-    t0 = time.perf_counter()
+    server.max_in_flight = 0
     env.step(env.encoding.encode(0, 0))  # the therapist addresses A only: B answers after A
-    apart = time.perf_counter() - t0
-    assert apart >= 0.6
+    assert server.max_in_flight == 1, "B's request waits for A's reply"
     second = server.chat_requests[-1].body["messages"]
     assert persona_name(second[-1]["content"]) == b
     assert re.search(rf"{a} \(to {THERAPIST}\) \[\w+\]: {a} speaking\.", second[1]["content"])
@@ -235,12 +234,10 @@ def test_concurrent_episodes_share_one_backend_and_client(serve, client_for, see
                 tasks.append(arun_episode(env, LLMTherapist(d.scenario, env.encoding, client=client), d.sample_id, e, 0, tag=f"{d.sample_id}/{e}"))
         return await asyncio.gather(*tasks)
 
-    t0 = time.perf_counter()
     records = run_sync(play())
-    elapsed = time.perf_counter() - t0
     assert all(not r.failed for r in records)
     calls = len(server.chat_requests)
-    assert elapsed < 0.6 * calls * 0.05, f"{calls} calls of 50 ms in {elapsed:.2f}s: episodes did not overlap"
+    assert server.max_in_flight > 1, "the episodes' calls overlap at the server"
     per_episode = [client.usage(f"{d.sample_id}/{e}").calls for d in (couple, family) for e in range(3)]
     assert all(per_episode) and sum(per_episode) == client.usage().calls == calls
 
