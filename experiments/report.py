@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rescue_env.experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, UserError, report_error
+from rescue_env.experiments.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR, USER_ERRORS, UserError, report_error
 from rescue_env.atomic import atomic_open
 from rescue_env.comparison import DEFAULT_REFERENCE, check_reference, compare
 from rescue_env.jsonl import JsonlError, encode_lines, read_objects, read_records
 from rescue_env.report import write_report
-from rescue_env.rollout import EPISODES_FILES, EpisodeRecord, RunFolderError, episodes_file, record_from_json, record_key
+from rescue_env.rollout import EPISODES_FILES, EpisodeRecord, episodes_file, record_from_json, record_key
 
 #: The keys of a shard's ``.hydra/config.yaml`` that must match across shards besides its
 #: ``run_config.json``: the extent of the run (a shard with other agents or more episodes
@@ -56,11 +56,8 @@ EXTENT_KEYS = ("episodes", "agents", "agent.name")
 
 def episodes_path(run_dir: Path) -> Path:
     """The run folder's episodes file (:func:`episodes_file`); a :class:`UserError` when the
-    folder is not a run folder or holds both forms."""
-    try:
-        path = episodes_file(run_dir)
-    except RunFolderError as exc:
-        raise UserError(str(exc)) from None
+    folder is not a run folder (``RunFolderError``, also a user error, when it holds both forms)."""
+    path = episodes_file(run_dir)
     if not path.is_file() and (run_dir / "model.zip").is_file():  # a `rescue train` folder
         raise UserError(
             f"{run_dir} is a `rescue train` run folder (a policy, no episodes to report): play the policy with "
@@ -324,15 +321,6 @@ def completeness(shards: list[Shard]) -> tuple[dict[str, Any], list[str]]:
     return counts, warnings
 
 
-def episodes_path_for_merge(out: Path, compress: bool) -> Path:
-    """The episodes file a merge writes in ``out``: the form of an earlier merge there (one
-    file; the command never leaves both), else gzip when ``compress``."""
-    try:
-        return episodes_file(out, compress=compress)
-    except RunFolderError as exc:
-        raise UserError(str(exc)) from None
-
-
 def merge_runs(
     out: str | Path, shards: list[str | Path], compare_to: str | None = None, *, overwrite: bool = False, compress: bool = True
 ) -> dict:
@@ -340,7 +328,8 @@ def merge_runs(
     ``merge`` key holds what :func:`completeness` found (and ``merge.warnings``). The
     episodes go to ``episodes.jsonl.gz`` (``compress=False``: ``episodes.jsonl``; an earlier
     merge replaced with ``overwrite`` keeps its file's form). Raises :class:`UserError` for
-    what the module docstring lists as refused; nothing is written then."""
+    what the module docstring lists as refused (``RunFolderError`` for an ``out`` holding both
+    episodes files); nothing is written then."""
     from rescue_env.experiments.rollout import write_figures
 
     out = Path(out)
@@ -366,7 +355,7 @@ def merge_runs(
             records.setdefault(agent_of[key], []).append(record_from_json(json.loads(lines[key])))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise UserError(f"{key}: not an episode line ({exc})") from None
-    target = episodes_path_for_merge(out, compress)
+    target = episodes_file(out, compress=compress)  # an earlier merge's form, else gzip when compress
     out.mkdir(parents=True, exist_ok=True)
     with atomic_open(target, "wb") as fh:
         fh.write(encode_lines([lines[k] for k in order], compress=target.name.endswith(".gz")))
@@ -390,7 +379,7 @@ def merge_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         metrics = merge_runs(args.out, args.shards, args.compare_to, overwrite=args.overwrite, compress=not args.plain)
-    except UserError as exc:
+    except USER_ERRORS as exc:
         report_error(str(exc), "rescue merge")
         return EXIT_USER_ERROR
     from rescue_env.experiments.rollout import console_table
@@ -410,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         path = rebuild_report(args.run_dir, args.compare_to)
-    except UserError as exc:
+    except USER_ERRORS as exc:
         report_error(str(exc), "rescue report")
         return EXIT_USER_ERROR
     print(f"report: {path}")
