@@ -152,9 +152,14 @@ def play(cfg: DictConfig, out: Path, jobs: list[EpisodeJob], dialogues: list, im
                 per_agent[rec.agent] = per_agent[rec.agent] + client.usage(rec.key)
             bar.update()
 
+        make_env, make_agent = env_factory(cfg, dialogues, client), agent_factory(cfg, imitation_data, client)
+        for scenario, name in dict.fromkeys((job.scenario, job.agent) for job in jobs if job.key not in done):
+            # built before the first episode: an agent that cannot serve one of the run's
+            # scenarios (a prior fitted on couples only) stops the run before anything is played
+            make_agent(scenario, name, make_env(scenario))
         try:
             outcome = run_episodes(
-                jobs, journal, make_env=env_factory(cfg, dialogues, client), make_agent=agent_factory(cfg, imitation_data, client),
+                jobs, journal, make_env=make_env, make_agent=make_agent,
                 base_seed=cfg.seed, max_in_flight=1 if client is None else 2 * cfg.llm.max_concurrency,
                 on_done=on_done, closing=() if client is None else (client,),
             )

@@ -305,3 +305,20 @@ def test_a_saved_behaviour_prior_scores_the_tasks_and_a_bad_one_is_a_user_error(
         assert_refused(rescue([*args, f"agent.prior={bad}", f"hydra.run.dir={tmp_path / 'bad'}"]), needle)
     run = rescue([*args[:-1], f"data.path={seeds / 'family_therapy'}", f"agent.prior={saved}", f"hydra.run.dir={tmp_path / 'fam'}"])
     assert_refused(run, "fitted on ['couple'] dialogues only, not family")
+
+
+def test_a_prior_that_cannot_serve_every_scenario_of_a_rollout_stops_it_before_any_episode(rescue, tmp_path):
+    """A couple-only prior in an ``env=all`` rollout: the agents are built before the first
+    episode, so the run stops with one line and exit 2 and no episode is played (it used to
+    play every couple episode and fail at the first family one)."""
+    from rescue_env.agents.prior import BehaviourPrior
+    from rescue_env.data import load_dialogues
+    from rescue_env.rollout import episodes_file
+
+    couples = [d for d in load_dialogues() if d.scenario == "couple"]
+    saved = BehaviourPrior.fit(couples, ["couple"]).save(tmp_path / "prior.json")
+    out = tmp_path / "run"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[heuristic,imitation]", "progress=false", "report=false", f"agent.prior={saved}"])
+    assert_refused(run, "fitted on ['couple'] dialogues only, not family")
+    path = episodes_file(out)
+    assert not path.exists() or path.stat().st_size == 0
