@@ -282,7 +282,8 @@ def planned_keys(shard: Shard) -> set[str] | None:
 def completeness(shards: list[Shard]) -> tuple[dict[str, Any], list[str]]:
     """What is missing from the merge: ``(counts, warnings)``. Counts: ``shards``,
     ``missing_shards`` (``"i/n"`` never given), ``partial_shards`` (folder -> episodes
-    present and planned), ``episodes_missing``, ``episodes_failed``."""
+    present and planned), ``episodes_missing``, ``episodes_failed``, ``episodes_repeated``
+    (episodes found in more than one folder, pooled once)."""
     warnings: list[str] = []
     indexed = [s.index for s in shards if s.index is not None]
     missing: list[str] = []
@@ -294,6 +295,11 @@ def completeness(shards: list[Shard]) -> tuple[dict[str, Any], list[str]]:
             warnings.append(f"shard(s) {', '.join(missing)} of {n} not given: the merge covers {len(set(given))} of {n} shards")
         for i in sorted({i for i in given if given.count(i) > 1}):
             warnings.append(f"shard {i}/{n} given more than once")
+    repeated = sum(len(s.lines) for s in shards) - len({key for s in shards for key in s.lines})
+    if repeated and not any("more than once" in w for w in warnings):
+            # the same episodes twice (one run given twice, or unsharded runs of one config):
+            # pooled once, so the merge holds fewer episodes than the folders together
+            warnings.append(f"{repeated} episode(s) appear in more than one folder (same key, same result) and are counted once: was a run given twice?")
     partial: dict[str, dict[str, int]] = {}
     for s in shards:
         planned = planned_keys(s)
@@ -317,6 +323,7 @@ def completeness(shards: list[Shard]) -> tuple[dict[str, Any], list[str]]:
         "partial_shards": partial,
         "episodes_missing": sum(p["planned"] - p["present"] for p in partial.values() if p["planned"] >= 0),
         "episodes_failed": failed,
+        "episodes_repeated": repeated,
     }
     return counts, warnings
 

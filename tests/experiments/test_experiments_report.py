@@ -119,7 +119,7 @@ def test_shards_merge_into_the_unsharded_run(rollout_run, shards, tmp_path: Path
     for key in ("mean", "ci_low", "ci_high", "n"):
         assert merged["agents"]["never"]["paired"][key] == pytest.approx(whole["agents"]["never"]["paired"][key])
     assert merged["merge"] == {"shards": 2, "missing_shards": [], "partial_shards": {}, "episodes_missing": 0,
-                               "episodes_failed": 0, "warnings": []}
+                               "episodes_failed": 0, "episodes_repeated": 0, "warnings": []}
     assert (out / "report.html").is_file() and (out / "summary.csv").is_file()
     assert episodes_file(out).name == EPISODES_GZ and sorted(text_lines(episodes_file(out))) == sorted(
         line for d in shards for line in text_lines(episodes_file(d))
@@ -242,6 +242,23 @@ def test_merge_warns_about_and_counts_a_missing_shard(shards, tmp_path: Path, ca
     assert "shard(s) 1/2 of 2 not given" in capsys.readouterr().err
     merge = json.loads((out / "metrics.json").read_text())["merge"]
     assert merge["missing_shards"] == ["1/2"] and merge["shards"] == 1
+
+
+def test_merge_warns_when_the_same_episodes_are_given_twice(rollout_run, tmp_path: Path, capsys):
+    """One unsharded run given twice (or two unsharded runs of one config): the episodes are
+    pooled once, and the merge says so instead of looking like a run of twice the size."""
+    import json
+    import shutil
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(rollout_run.dir, a)
+    shutil.copytree(rollout_run.dir, b)
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), str(a), str(b)]) == 3
+    n = len(text_lines(episodes_file(a)))
+    assert f"{n} episode(s) appear in more than one folder" in capsys.readouterr().err
+    merged = json.loads((out / "metrics.json").read_text())
+    assert merged["merge"]["episodes_repeated"] == n and len(text_lines(episodes_file(out))) == n
 
 
 def test_merge_and_report_read_a_reply_holding_line_separators(shards, tmp_path: Path, capsys):
