@@ -959,6 +959,15 @@ _MAX_STREAK = 64
 _NO_INTS = np.zeros(0, np.int64)
 
 
+def _int_vector(a: Any, name: str, length: int | None = None) -> np.ndarray:
+    """``a`` as a C-contiguous ``int64`` vector (no copy when it is one), of ``length`` when
+    given: the only kind of per-call array the kernel is compiled for."""
+    v = np.ascontiguousarray(a, np.int64)
+    if v.ndim != 1 or (length is not None and v.shape[0] != length):
+        raise ValueError(f"{name} must be a vector of {length if length is not None else 'n'} integers, got shape {v.shape}")
+    return v
+
+
 def _action_tables(encoding: ActionEncoding) -> tuple[np.ndarray, ...]:
     """The flat actions decoded (intervene, target, strategy) and the targets' member slots
     and validity by group size."""
@@ -1079,19 +1088,24 @@ class Core:
         #: the final observation of episodes that ended in a SAME_STEP call
         self.final_obs = self.final.obs
 
-    #: whether this process has run the kernel (compiled or loaded from the cache) yet
-    _warm = False
+    #: the kernel's compiled entry, once this process has run it (compiled, or loaded from the
+    #: cache). Calling it skips numba's dispatcher, whose typing of the ~80 arrays is about
+    #: half of a call's fixed cost (the single env's step pays it each step). It is only ever
+    #: handed the one signature's types: the structures are built by this class, and the
+    #: per-call arrays are C-contiguous int64 vectors (:func:`_int_vector`).
+    _entry: Any = None
 
     def _run(self, task: int, mode: int = 0, idx: np.ndarray = _NO_INTS, actions: np.ndarray = _NO_INTS, dialogues: np.ndarray = _NO_INTS, rows: np.ndarray = _NO_INTS, streaks: np.ndarray = _NO_INTS, starts: Starts | None = None) -> None:
         s, x, t, st, n_patterns = self._args
         if starts is not None:
             st = tuple(starts)
-        if Core._warm:
-            _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
+        if Core._entry is not None:
+            Core._entry(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
             return
         with _CompileNotice():  # a cold cache compiles here
             _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
-        Core._warm = True
+        if len(_kernel.signatures) == 1:
+            Core._entry = _kernel.overloads[_kernel.signatures[0]].entry_point
 
     # settings ---------------------------------------------------------------------------------
     def set_reward(self, reward: RewardConfig) -> None:
@@ -1130,10 +1144,10 @@ class Core:
         ``rows`` fix a session's seed dialogue (index) / cut row (``-1``: drawn)."""
         if self.starts is None:
             raise RuntimeError("this core has no start states (starts=None): put states in with load()")
-        idx = np.asarray(idx, np.int64)
+        idx = _int_vector(idx, "idx")
         self.state.key[idx] = np.asarray(keys, np.uint64)
-        dl = np.full(len(idx), -1, np.int64) if dialogues is None else np.asarray(dialogues, np.int64)
-        rw = np.full(len(idx), -1, np.int64) if rows is None else np.asarray(rows, np.int64)
+        dl = np.full(len(idx), -1, np.int64) if dialogues is None else _int_vector(dialogues, "dialogues", len(idx))
+        rw = np.full(len(idx), -1, np.int64) if rows is None else _int_vector(rows, "rows", len(idx))
         for k in range(len(idx)):
             if rw[k] >= 0 and dl[k] >= 0 and rw[k] > self.starts.rows_of(int(dl[k])):
                 d = self.starts.dialogues[dl[k]]
@@ -1159,12 +1173,12 @@ class Core:
         """Step every session with ``actions`` (``int64[N]``, checked by the caller) in
         autoreset ``mode`` (:data:`NO_AUTORESET`, :data:`SAME_STEP`, :data:`NEXT_STEP`; see
         :func:`_step`)."""
-        self._run(_STEP, mode, actions=actions)
+        self._run(_STEP, mode, actions=_int_vector(actions, "actions", self.num_sessions))
 
     def transition(self, actions: np.ndarray) -> None:
         """The calibrated transition only (then :meth:`finish`): for client models that
         change the state it reached (LLM clients) before σ* is booked."""
-        self._run(_TRANSITION, actions=actions)
+        self._run(_TRANSITION, actions=_int_vector(actions, "actions", self.num_sessions))
 
     def finish(self) -> None:
         """σ*, the book, episode end and observations of the state every session reached."""
@@ -1231,11 +1245,11 @@ class Core:
     # views --------------------------------------------------------------------------------------
     def masks(self) -> np.ndarray:
         """``(N, n_actions)`` boolean masks of the sessions' current groups."""
-        return self.mask_table[self.state.n]
+        return np.take(self.mask_table, self.state.n, axis=0)  # take: faster than fancy indexing
 
     def masks_int8(self) -> np.ndarray:
         """:meth:`masks` as ``int8`` (what infos carry, for ``Discrete.sample(mask=)``)."""
-        return self.mask_table_int8[self.state.n]
+        return np.take(self.mask_table_int8, self.state.n, axis=0)
 
     def factored_masks(self, e: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(intervene, target, strategy)`` masks of session ``e``'s group (copies)."""
