@@ -302,16 +302,23 @@ def _normal(key, step, draw):
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@_compiled_part("void(uint64, int64, int64, float64[::1])")
-def _normals(key, step, count, out):
+@_compiled_part("void(uint64, int64, int64, float64[::1], int64, int64)")
+def _normals(key, step, count, out, unused, every):
     """The step's first ``count`` standard normals into ``out`` (Box–Muller: each pair of
-    counter uniforms gives two)."""
+    counter uniforms gives two), except entries ``unused``, ``unused + every``, … that the
+    caller does not read (left as they were): their cosine or sine is not computed, the
+    pair's other entry is the same number either way."""
     for k in range(0, count, 2):
         u1 = _uniform(key, step, _N_STANDARD + k)
         u2 = _uniform(key, step, _N_STANDARD + k + 1)
         r = math.sqrt(-2.0 * math.log(u1))
-        out[k] = r * math.cos(2.0 * math.pi * u2)
-        if k + 1 < count:
+        if k == unused:
+            unused += every
+        else:
+            out[k] = r * math.cos(2.0 * math.pi * u2)
+        if k + 1 == unused:
+            unused += every
+        elif k + 1 < count:
             out[k + 1] = r * math.sin(2.0 * math.pi * u2)
 
 
@@ -505,7 +512,7 @@ def _stance_drift(D, G, TR, e, n, harden, d_noise, s_noise, key, step, noise):
     """5. Stances harden (or warm) with the pattern (``harden``) and drift by the dyad's
     warmth; noise on distress and stances; both clipped to their ranges."""
     toward, rate = (-1.0, harden) if harden >= 0 else (1.0, -harden)
-    _normals(key, step, n + n * n, noise)
+    _normals(key, step, n + n * n, noise, n, n + 1)  # n + i (n + 1): the unread diagonal
     for i in range(n):
         D[e, i] = _clip(D[e, i] + d_noise * TR[e, i, TR_VOLATILITY] * noise[i], 0.0, 1.0)
         for j in range(n):
