@@ -362,18 +362,15 @@ def _clip(x, lo, hi):
 def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed):
     """The therapist's flat action for a group of ``n``: ``(intervene, invalid, strategy,
     target, members addressed)``; ``addressed`` marks the slots. A target naming an absent
-    member is played as listening, and flagged ``invalid``."""
-    intervene = False
-    invalid = False
-    s = -1
-    target = -1
-    if act_intervene[action]:
-        target = act_target[action]
-        if target_valid[n, target]:
-            intervene = True
-            s = act_strategy[action]
-        else:
-            invalid = True
+    member is played as listening, and flagged ``invalid``. The tables are read before any
+    branch: an array last read in one branch keeps reference counts the compiler cannot
+    pair up (listening's table row is a valid one)."""
+    moves, target, strategy = act_intervene[action], act_target[action], act_strategy[action]
+    valid = target_valid[n, target]
+    intervene = moves and valid
+    invalid = moves and not valid
+    s = strategy if intervene else -1
+    target = target if moves else -1
     k = 0
     for i in range(addressed.shape[0]):
         addressed[i] = intervene and i < n and target_slots[n, target, i]
@@ -387,12 +384,16 @@ def _therapist_effect(D, G, TR, e, addressed, n, k, P, effect, sd, soften, mult,
     """1. The move's effect (``effect`` mean and ``sd`` spread of its (pattern, strategy)
     cell), spread over the ``k`` people addressed and fading with the streak (``mult``), times
     each client's reactivity; their stances soften; the most distressed member, if not
-    addressed, feels sidelined."""
+    addressed, feels sidelined (first: the effects below touch only the addressed, and with
+    no array last used in a branch the compiler pairs up the reference counts)."""
     share = 1.0 if k == 1 else (P[P_GROUP_SHARE] if k >= n else P[P_DYAD_SHARE])
+    sideline = P[P_SIDELINE]
     worst = 0
     for i in range(1, n):
         if D[e, i] > D[e, worst]:
             worst = i
+    if not addressed[worst]:
+        D[e, worst] += sideline
     scale = mult * share
     soft = soften * scale
     for i in range(n):
@@ -403,8 +404,6 @@ def _therapist_effect(D, G, TR, e, addressed, n, k, P, effect, sd, soften, mult,
             D[e, i] += eff * TR[e, i, TR_REACTIVITY]
             for j in range(n):
                 G[e, i, j] += soft * (1.0 - G[e, i, j])
-    if not addressed[worst]:
-        D[e, worst] += P[P_SIDELINE]
 
 
 @_compiled_part
@@ -493,18 +492,20 @@ def _hear_turns(D, G, e, n, n_turns, TS, TT, TA, utterance_effect):
 
 @_compiled_part
 def _ripple(D, G, TR, e, n, contagion, inflow):
-    """4. Distress flows from more to less distressed members along hostile edges."""
-    if n > 1:  # one exit (no early return): the compiled code's reference counts pair up
-        c = contagion / (n - 1)
-        for i in range(n):
-            inflow[i] = 0.0
-            for j in range(n):
-                if j != i and D[e, j] > D[e, i]:
-                    hostility = -0.5 * (G[e, i, j] + G[e, j, i])
-                    if hostility > 0:
-                        inflow[i] += hostility * (D[e, j] - D[e, i])
-        for i in range(n):
-            D[e, i] += c * inflow[i] * TR[e, i, TR_SUSCEPTIBILITY]
+    """4. Distress flows from more to less distressed members along hostile edges (among
+    ``m`` members: none alone; loops that run zero times rather than a branch or an early
+    return, after which the compiler cannot pair up the arrays' reference counts)."""
+    m = n if n > 1 else 0
+    c = contagion / (m - 1) if m > 1 else 0.0
+    for i in range(m):
+        inflow[i] = 0.0
+        for j in range(m):
+            if j != i and D[e, j] > D[e, i]:
+                hostility = -0.5 * (G[e, i, j] + G[e, j, i])
+                if hostility > 0:
+                    inflow[i] += hostility * (D[e, j] - D[e, i])
+    for i in range(m):
+        D[e, i] += c * inflow[i] * TR[e, i, TR_SUSCEPTIBILITY]
 
 
 @_compiled_part
@@ -545,18 +546,20 @@ def _untended(UNT, UT, e, addressed, n):
 @njit(cache=True, inline="always")
 def _book(S, live):
     """7b. Bookkeeping of sessions ``live`` after their transition set the step's flags: the
-    streak, the last speaker, the counts, rows, clock."""
+    streak, the last speaker, the counts, rows, clock (arrays bound before the loop, as in
+    :func:`_transition`)."""
+    streak, interventions, last_speaker, invalid = S.streak, S.interventions, S.last_speaker, S.invalid
     for e in live:
         intervene, n_turns = S.intervened[e], S.n_turns[e]
         if intervene:
-            S.streak[e] += 1
-            S.interventions[e] += 1
+            streak[e] += 1
+            interventions[e] += 1
         else:
-            S.streak[e] = 0
+            streak[e] = 0
         if n_turns:
-            S.last_speaker[e] = S.turn_slot[e, n_turns - 1]
+            last_speaker[e] = S.turn_slot[e, n_turns - 1]
         if S.step_invalid[e]:
-            S.invalid[e] += 1
+            invalid[e] += 1
         S.row[e] += (1 if intervene else 0) + n_turns
         S.t[e] += 1
 
@@ -575,11 +578,11 @@ def _transition(S, T, W, actions, live):
     D, G, TR, UNT, UT = S.distress, S.stance, S.traits, S.untended, S.untended_turns
     BT, BA, TS, TT, TA = S.behaviour_type, S.behaviour_addressee, S.turn_slot, S.turn_type, S.turn_addressee
     act_intervene, act_target, act_strategy, target_valid, target_slots = T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots
-    cum_utterance, kinds, utterance_effect, cum_transition = T.cum_utterance, T.utterance_kind, T.utterance_effect, T.cum_transition
+    cum_utterance, kinds, utterance_effect, cum_transition, fatigue_pow = T.cum_utterance, T.utterance_kind, T.utterance_effect, T.cum_transition, T.fatigue_pow
     for e in live:
         n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
         intervene, invalid, s, target, k = _decode(actions[e], n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed)
-        mult = T.fatigue_pow[min(S.streak[e], T.fatigue_pow.shape[0] - 1)] if intervene else 0.0
+        mult = fatigue_pow[min(S.streak[e], fatigue_pow.shape[0] - 1)] if intervene else 0.0
         if intervene:
             _therapist_effect(D, G, TR, e, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
             S.last_strategy[e], S.last_target[e] = s, target
