@@ -1114,8 +1114,9 @@ class Core:
             return
         with _CompileNotice():  # a cold cache compiles here
             _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
-        if len(_kernel.signatures) == 1:
-            Core._entry = _kernel.overloads[_kernel.signatures[0]].entry_point
+        signatures = getattr(_kernel, "signatures", ())  # none under NUMBA_DISABLE_JIT: keep calling it
+        if len(signatures) == 1:
+            Core._entry = _kernel.overloads[signatures[0]].entry_point
 
     # settings ---------------------------------------------------------------------------------
     def set_reward(self, reward: RewardConfig) -> None:
