@@ -11,7 +11,9 @@ actions valid, drawn with the same sampler) at the same N, in the same process a
 Each round times every (env, N) once, for ``--seconds`` each, rounds interleaved (the
 machine is shared and noisy); a figure is the median over rounds, and the ratio is ours over
 CartPole's median at that N. The sampler's own cost per call is printed too (it is inside
-every figure, and bounds what a faster env can show at large N).
+every figure, and bounds what a faster env can show at large N), and a breakdown: µs per
+call of the whole timed loop and of the simulator core's step alone (``env.core.step``, the
+compiled kernel without the wrapper; valid actions drawn beforehand).
 
 Also: the single env's ``step`` (``gym.make("rescue_env/Couple-v0")`` and ``Family-v0``,
 wrappers as users get them, masked random actions from ``info["action_mask"]``, resets at
@@ -43,6 +45,7 @@ import gymnasium as gym
 import numpy as np
 
 import rescue_env  # noqa: F401  (registers the env ids)
+from rescue_env.core import NEXT_STEP
 
 ENV_IDS = {"couple": "rescue_env/Couple-v0", "family": "rescue_env/Family-v0"}
 
@@ -57,6 +60,8 @@ class Batched:
     step: Callable[[np.ndarray], Any]
     masks: Callable[[], np.ndarray]
     close: Callable[[], None]
+    #: the simulator core's step alone (no wrapper), for the printed breakdown; None: CartPole
+    kernel: Callable[[np.ndarray], Any] | None = None
 
 
 def make_batched(scenario: str, num_envs: int, seed: int = 0) -> Batched:
@@ -69,9 +74,11 @@ def make_batched(scenario: str, num_envs: int, seed: int = 0) -> Batched:
     if gym.spec(env_id).vector_entry_point is not None:
         venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
         venv.reset(seed=seed)
+        core = venv.unwrapped.core
         return Batched(
             f"gym.make_vec({env_id!r}, vectorization_mode='vector_entry_point') → {type(venv).__name__}",
             num_envs, int(venv.single_action_space.n), venv.step, venv.action_masks, venv.close,
+            lambda actions: core.step(actions, NEXT_STEP),
         )
     from rescue_env.envs.vec_env import GroupSupportVecEnv
 
@@ -135,6 +142,18 @@ def time_batched(env: Batched, seconds: float, rng: np.random.Generator) -> floa
         dt = time.perf_counter() - t0
         if dt >= seconds:
             return calls * env.num_envs / dt
+
+
+def time_kernel(env: Batched, seconds: float, rng: np.random.Generator) -> float:
+    """µs per call of the simulator core's step alone (valid actions drawn beforehand; the
+    core's own auto-resets): what the env's step costs without its wrapper."""
+    assert env.kernel is not None
+    actions = [sample_valid(rng, env.masks()) for _ in range(16)]
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        env.kernel(actions[calls % 16])
+        calls += 1
+    return (time.perf_counter() - t0) / calls * 1e6
 
 
 def time_sampler(num_envs: int, n_actions: int, seconds: float, rng: np.random.Generator) -> float:
@@ -229,6 +248,10 @@ def main() -> None:
     sampler = {
         (s, n): time_sampler(n, envs[s, n].n_actions, min(args.seconds, 0.2), rng) for s in args.scenarios for n in args.sizes
     }
+    kernel = {
+        (s, n): statistics.median(time_kernel(envs[s, n], min(args.seconds, 0.2), rng) for _ in range(args.rounds))
+        for s in args.scenarios for n in args.sizes if envs[s, n].kernel is not None
+    }
     for env in envs.values():
         env.close()
     med = {k: statistics.median(v) for k, v in rates.items()}
@@ -240,6 +263,14 @@ def main() -> None:
         for s in args.scenarios:
             line += f" {med[s, n] / 1e3:>10.1f}k {med[s, n] / med['cartpole', n]:>6.3f} {sampler[s, n]:>10.1f}"
         print(line)
+    if kernel:
+        print("\nbreakdown, µs per call: the whole loop's step (step + mask read + sampler), the core's step alone")
+        print(f"{'N':>6} {'CartPole loop':>14}" + "".join(f" {s + ' loop':>12} {s + ' core':>12}" for s in args.scenarios))
+        for n in args.sizes:
+            line = f"{n:>6} {n / med['cartpole', n] * 1e6:>14.1f}"
+            for s in args.scenarios:
+                line += f" {n / med[s, n] * 1e6:>12.1f} {kernel.get((s, n), float('nan')):>12.1f}"
+            print(line)
 
     # single env ---------------------------------------------------------------------------
     singles = {"CartPole-v1": gym.make("CartPole-v1"), **{s: gym.make(ENV_IDS[s]) for s in args.scenarios}}

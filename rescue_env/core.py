@@ -37,6 +37,7 @@ pattern draw), overwrite the speakers' distress and stances (and the pattern) wi
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -183,7 +184,7 @@ class Tables(NamedTuple):
     utterance_kind: np.ndarray  #: _KIND_NEGATIVE / _KIND_POSITIVE / 0 per utterance type
     utterance_effect: np.ndarray
     harden: np.ndarray
-    cum_transition: np.ndarray  #: cumulative ``transition`` per (move row, pattern)
+    cum_transition: np.ndarray  #: cumulative ``transition``, row ``move_row * n_states + pattern`` (2-D)
     fatigue_pow: np.ndarray  #: fatigue ** streak
 
 
@@ -260,11 +261,20 @@ _U_WARMTH = _U_BASELINE + 2 * 8
 #: draw index of the per-step seed handed to LLM calls (:meth:`Core.step_seed`)
 _U_LLM_SEED = 1 << 20
 
+#: How every helper of the kernel is compiled. ``forceinline``: numba types and caches it once,
+#: and LLVM pastes its machine code into the kernel, so a per-session call costs no call and
+#: no reference counting of its array arguments (with calls, the counting was a fifth of a
+#: step). ``error_model="numpy"``: no Python exception path for a division by zero (every
+#: division is guarded, so no number changes); a raise path keeps the reference counts that
+#: numba otherwise prunes. No Python or C wrappers: only compiled code calls these, and
+#: building wrappers costs compile time for nothing.
+_compiled_part = functools.partial(njit, cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, forceinline=True, error_model="numpy")
+
 # The random-number helpers have one signature each: numba would otherwise compile them again
 # for every literal draw index they are called with.
 
 
-@njit("uint64(uint64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part("uint64(uint64)")
 def mix64(z):
     """splitmix64's finaliser: a bijective hash of a 64-bit word."""
     z = z + _GOLDEN
@@ -278,13 +288,13 @@ def _bits(key, step, draw):
     return mix64(key ^ mix64(np.uint64(step) * _STEP_MUL + np.uint64(draw)))
 
 
-@njit("float64(uint64, int64, int64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part("float64(uint64, int64, int64)")
 def _uniform(key, step, draw):
     """A uniform in (0, 1] from (key, step, draw)."""
     return float((_bits(key, step, draw) >> _S11) + _ONE) * (1.0 / 9007199254740992.0)
 
 
-@njit("float64(uint64, int64, int64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part("float64(uint64, int64, int64)")
 def _normal(key, step, draw):
     """One standard normal from the counter uniforms ``draw`` and ``draw + 1``."""
     u1 = _uniform(key, step, draw)
@@ -292,16 +302,23 @@ def _normal(key, step, draw):
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@njit("void(uint64, int64, int64, float64[::1])", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _normals(key, step, count, out):
+@_compiled_part("void(uint64, int64, int64, float64[::1], int64, int64)")
+def _normals(key, step, count, out, unused, every):
     """The step's first ``count`` standard normals into ``out`` (Box–Muller: each pair of
-    counter uniforms gives two)."""
+    counter uniforms gives two), except entries ``unused``, ``unused + every``, … that the
+    caller does not read (left as they were): their cosine or sine is not computed, the
+    pair's other entry is the same number either way."""
     for k in range(0, count, 2):
         u1 = _uniform(key, step, _N_STANDARD + k)
         u2 = _uniform(key, step, _N_STANDARD + k + 1)
         r = math.sqrt(-2.0 * math.log(u1))
-        out[k] = r * math.cos(2.0 * math.pi * u2)
-        if k + 1 < count:
+        if k == unused:
+            unused += every
+        else:
+            out[k] = r * math.cos(2.0 * math.pi * u2)
+        if k + 1 == unused:
+            unused += every
+        elif k + 1 < count:
             out[k + 1] = r * math.sin(2.0 * math.pi * u2)
 
 
@@ -311,19 +328,24 @@ def next_key(key):
     return mix64(key ^ _NEXT_SALT)
 
 
-@njit("int64(float64[::1], float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _bisect_right(a, x):
-    lo, hi = 0, a.shape[0]
+@_compiled_part("int64(float64[:, ::1], int64, float64)")
+def _draw_from(cum, r, u):
+    """The index drawn by the uniform ``u`` from row ``r`` of the cumulative weights ``cum``
+    (bisect right of ``u`` times the row's total; the last index at most). Row and index, not
+    a row view: a view is built and reference-counted per call."""
+    last = cum.shape[1] - 1
+    x = u * cum[r, last]
+    lo, hi = 0, cum.shape[1]
     while lo < hi:
         mid = (lo + hi) // 2
-        if x < a[mid]:
+        if x < cum[r, mid]:
             hi = mid
         else:
             lo = mid + 1
-    return lo
+    return min(lo, last)
 
 
-@njit("float64(float64, float64, float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part("float64(float64, float64, float64)")
 def _clip(x, lo, hi):
     """``x`` clipped to [lo, hi] (NaN passes through, as numpy's clip)."""
     return lo if x < lo else (hi if x > hi else x)
@@ -332,28 +354,23 @@ def _clip(x, lo, hi):
 # -- the transition, part by part (rescue_env.dynamics.calibrated states each) ----------------
 # Each part is compiled once, on its own, and takes the arrays it reads and writes (distress
 # ``D``, stances ``G``, traits ``TR``…) and the session ``e``: what a part touches is in its
-# signature, and numba neither re-compiles it per caller nor copies its code into each caller.
-# Whole arrays and an index, not row views: a view is built and reference-counted per call. Functions only
-# compiled code calls are built without the wrappers that make them callable from Python
-# (``no_cpython_wrapper``, ``no_cfunc_wrapper``): building them costs compile time for nothing.
+# signature, and numba types it once, not again per caller. Whole arrays and an index, not row
+# views: a view is built and reference-counted per call. See _compiled_part for the options.
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part
 def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed):
     """The therapist's flat action for a group of ``n``: ``(intervene, invalid, strategy,
     target, members addressed)``; ``addressed`` marks the slots. A target naming an absent
-    member is played as listening, and flagged ``invalid``."""
-    intervene = False
-    invalid = False
-    s = -1
-    target = -1
-    if act_intervene[action]:
-        target = act_target[action]
-        if target_valid[n, target]:
-            intervene = True
-            s = act_strategy[action]
-        else:
-            invalid = True
+    member is played as listening, and flagged ``invalid``. The tables are read before any
+    branch: an array last read in one branch keeps reference counts the compiler cannot
+    pair up (listening's table row is a valid one)."""
+    moves, target, strategy = act_intervene[action], act_target[action], act_strategy[action]
+    valid = target_valid[n, target]
+    intervene = moves and valid
+    invalid = moves and not valid
+    s = strategy if intervene else -1
+    target = target if moves else -1
     k = 0
     for i in range(addressed.shape[0]):
         addressed[i] = intervene and i < n and target_slots[n, target, i]
@@ -362,17 +379,21 @@ def _decode(action, n, act_intervene, act_target, act_strategy, target_valid, ta
     return intervene, invalid, s, target, k
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part
 def _therapist_effect(D, G, TR, e, addressed, n, k, P, effect, sd, soften, mult, key, step):
     """1. The move's effect (``effect`` mean and ``sd`` spread of its (pattern, strategy)
     cell), spread over the ``k`` people addressed and fading with the streak (``mult``), times
     each client's reactivity; their stances soften; the most distressed member, if not
-    addressed, feels sidelined."""
+    addressed, feels sidelined (first: the effects below touch only the addressed, and with
+    no array last used in a branch the compiler pairs up the reference counts)."""
     share = 1.0 if k == 1 else (P[P_GROUP_SHARE] if k >= n else P[P_DYAD_SHARE])
+    sideline = P[P_SIDELINE]
     worst = 0
     for i in range(1, n):
         if D[e, i] > D[e, worst]:
             worst = i
+    if not addressed[worst]:
+        D[e, worst] += sideline
     scale = mult * share
     soft = soften * scale
     for i in range(n):
@@ -383,18 +404,16 @@ def _therapist_effect(D, G, TR, e, addressed, n, k, P, effect, sd, soften, mult,
             D[e, i] += eff * TR[e, i, TR_REACTIVITY]
             for j in range(n):
                 G[e, i, j] += soft * (1.0 - G[e, i, j])
-    if not addressed[worst]:
-        D[e, worst] += P[P_SIDELINE]
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part
 def _bucket(D, e, addressed, n, grow, push):
     """2. Untended distress feeds on itself (``grow``); the pattern presses on everyone."""
     for i in range(n):
         D[e, i] = (D[e, i] if addressed[i] else D[e, i] * grow) + push
 
 
-@njit("int64(float64[:, :, ::1], int64, int64, int64, int64, boolean, float64, float64)", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part("int64(float64[:, :, ::1], int64, int64, int64, int64, boolean, float64, float64)")
 def _addressee(G, e, n, slot, kind, addressed_slot, answer_u, p_answer):
     """Whom ``slot``'s utterance of ``kind`` goes to: the therapist, or the member they regard
     worst (accusations, defences, withdrawals), best (repair, validation) or most neutrally
@@ -418,12 +437,12 @@ def _addressee(G, e, n, slot, kind, addressed_slot, answer_u, p_answer):
     return pick if (kind != 0 or not addressed_slot) else TO_THERAPIST
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _choose_turns(D, G, e, addressed, keys, n, key, step, P, second_turn, cum_u, kinds, BT, BA, TS, TT, TA):
+@_compiled_part
+def _choose_turns(D, G, e, addressed, keys, n, key, step, P, second_turn, cum_utterance, p, kinds, BT, BA, TS, TT, TA):
     """3a. The step's client turns, all chosen before any takes effect: client agents' turns
     first (``BT``/``BA``: ``behaviour_type``/``behaviour_addressee``, slot order), then one or
     two (``second_turn``) the model draws: who by Gumbel-max over being addressed and distress,
-    the type from the pattern's utterance mix ``cum_u``, then the addressee. Written to row
+    the type from pattern ``p``'s utterance mix (row ``p`` of ``cum_utterance``), then the addressee. Written to row
     ``e`` of ``TS``/``TT``/``TA`` (``turn_slot``/``turn_type``/``turn_addressee``); returns the
     count."""
     n_model = 2 if (n > 1 and _uniform(key, step, _U_SECOND) < second_turn) else 1
@@ -436,7 +455,6 @@ def _choose_turns(D, G, e, addressed, keys, n, key, step, P, second_turn, cum_u,
         if BT[e, i] >= 0:
             TS[e, n_turns], TT[e, n_turns], TA[e, n_turns] = i, BT[e, i], BA[e, i]
             n_turns += 1
-    last = cum_u.shape[0] - 1
     first = -1
     for t_k in range(n_model):
         best = -1
@@ -446,14 +464,14 @@ def _choose_turns(D, G, e, addressed, keys, n, key, step, P, second_turn, cum_u,
         first = best
         if BT[e, best] != FREE:  # a client agent decides this slot
             continue
-        utype = min(_bisect_right(cum_u, _uniform(key, step, _U_TYPE + t_k) * cum_u[last]), last)
+        utype = _draw_from(cum_utterance, p, _uniform(key, step, _U_TYPE + t_k))
         TS[e, n_turns], TT[e, n_turns] = best, utype
         TA[e, n_turns] = _addressee(G, e, n, best, kinds[utype], addressed[best], answer_u, P[P_ANSWER])
         n_turns += 1
     return n_turns
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part
 def _hear_turns(D, G, e, n, n_turns, TS, TT, TA, utterance_effect):
     """3b. What is said moves the addressee's distress and stance toward the speaker (the
     whole group at half strength)."""
@@ -472,29 +490,30 @@ def _hear_turns(D, G, e, n, n_turns, TS, TT, TA, utterance_effect):
                     G[e, j, slot] += 0.5 * dg
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part
 def _ripple(D, G, TR, e, n, contagion, inflow):
-    """4. Distress flows from more to less distressed members along hostile edges."""
-    if n <= 1:
-        return
-    c = contagion / (n - 1)
-    for i in range(n):
+    """4. Distress flows from more to less distressed members along hostile edges (among
+    ``m`` members: none alone; loops that run zero times rather than a branch or an early
+    return, after which the compiler cannot pair up the arrays' reference counts)."""
+    m = n if n > 1 else 0
+    c = contagion / (m - 1) if m > 1 else 0.0
+    for i in range(m):
         inflow[i] = 0.0
-        for j in range(n):
+        for j in range(m):
             if j != i and D[e, j] > D[e, i]:
                 hostility = -0.5 * (G[e, i, j] + G[e, j, i])
                 if hostility > 0:
                     inflow[i] += hostility * (D[e, j] - D[e, i])
-    for i in range(n):
+    for i in range(m):
         D[e, i] += c * inflow[i] * TR[e, i, TR_SUSCEPTIBILITY]
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part
 def _stance_drift(D, G, TR, e, n, harden, d_noise, s_noise, key, step, noise):
     """5. Stances harden (or warm) with the pattern (``harden``) and drift by the dyad's
     warmth; noise on distress and stances; both clipped to their ranges."""
     toward, rate = (-1.0, harden) if harden >= 0 else (1.0, -harden)
-    _normals(key, step, n + n * n, noise)
+    _normals(key, step, n + n * n, noise, n, n + 1)  # n + i (n + 1): the unread diagonal
     for i in range(n):
         D[e, i] = _clip(D[e, i] + d_noise * TR[e, i, TR_VOLATILITY] * noise[i], 0.0, 1.0)
         for j in range(n):
@@ -505,17 +524,17 @@ def _stance_drift(D, G, TR, e, n, harden, d_noise, s_noise, key, step, noise):
             G[e, i, j] = _clip(y, -1.0, 1.0)
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part
 def _next_pattern(cum_transition, intervene, s, mult, p, key, step):
     """6. The next pattern: the move's row of the transition with probability ``mult``
-    (fading with fatigue, like its effect), else the listening row."""
+    (fading with fatigue, like its effect), else the listening row (``cum_transition``: row
+    ``move_row * n_states + p`` of the cumulative transition from pattern ``p``, where
+    ``n_states`` (its column count) is the number of patterns plus "none")."""
     row = 1 + s if (intervene and _uniform(key, step, _U_PULL) < mult) else 0
-    cum = cum_transition[row, p]
-    none = cum.shape[0] - 1
-    return min(_bisect_right(cum, _uniform(key, step, _U_PATTERN) * cum[none]), none)
+    return _draw_from(cum_transition, row * cum_transition.shape[1] + p, _uniform(key, step, _U_PATTERN))
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part
 def _untended(UNT, UT, e, addressed, n):
     """7a. Steps since each member was addressed; steps each went unaddressed."""
     for i in range(n):
@@ -527,18 +546,20 @@ def _untended(UNT, UT, e, addressed, n):
 @njit(cache=True, inline="always")
 def _book(S, live):
     """7b. Bookkeeping of sessions ``live`` after their transition set the step's flags: the
-    streak, the last speaker, the counts, rows, clock."""
+    streak, the last speaker, the counts, rows, clock (arrays bound before the loop, as in
+    :func:`_transition`)."""
+    streak, interventions, last_speaker, invalid = S.streak, S.interventions, S.last_speaker, S.invalid
     for e in live:
         intervene, n_turns = S.intervened[e], S.n_turns[e]
         if intervene:
-            S.streak[e] += 1
-            S.interventions[e] += 1
+            streak[e] += 1
+            interventions[e] += 1
         else:
-            S.streak[e] = 0
+            streak[e] = 0
         if n_turns:
-            S.last_speaker[e] = S.turn_slot[e, n_turns - 1]
+            last_speaker[e] = S.turn_slot[e, n_turns - 1]
         if S.step_invalid[e]:
-            S.invalid[e] += 1
+            invalid[e] += 1
         S.row[e] += (1 if intervene else 0) + n_turns
         S.t[e] += 1
 
@@ -548,27 +569,30 @@ def _transition(S, T, W, actions, live):
     """The calibrated model moves sessions ``live`` one step under the therapist's flat
     actions (``actions[e]``): distress, stances, pattern, the step's client turns and flags,
     then the bookkeeping (:func:`_book`). A phase loops over the sessions itself: the
-    structures are handed to it once per call, not once per session."""
-    P = T.params
-    addressed = W.addressed
-    D, G, TR = S.distress, S.stance, S.traits
+    structures are handed to it once per call, not once per session.
+
+    The arrays the parts take are bound to names once, before the session loop: reading a
+    structure's field is a new reference, counted up and down (atomically) each time, and
+    inside the loop that count was a fifth of a step's time."""
+    P, addressed, keys, inflow, noise = T.params, W.addressed, W.keys, W.inflow, W.noise
+    D, G, TR, UNT, UT = S.distress, S.stance, S.traits, S.untended, S.untended_turns
+    BT, BA, TS, TT, TA = S.behaviour_type, S.behaviour_addressee, S.turn_slot, S.turn_type, S.turn_addressee
+    act_intervene, act_target, act_strategy, target_valid, target_slots = T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots
+    cum_utterance, kinds, utterance_effect, cum_transition, fatigue_pow = T.cum_utterance, T.utterance_kind, T.utterance_effect, T.cum_transition, T.fatigue_pow
     for e in live:
         n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
-        intervene, invalid, s, target, k = _decode(actions[e], n, T.act_intervene, T.act_target, T.act_strategy, T.target_valid, T.target_slots, addressed)
-        mult = T.fatigue_pow[min(S.streak[e], T.fatigue_pow.shape[0] - 1)] if intervene else 0.0
+        intervene, invalid, s, target, k = _decode(actions[e], n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed)
+        mult = fatigue_pow[min(S.streak[e], fatigue_pow.shape[0] - 1)] if intervene else 0.0
         if intervene:
             _therapist_effect(D, G, TR, e, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
             S.last_strategy[e], S.last_target[e] = s, target
         _bucket(D, e, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
-        n_turns = _choose_turns(
-            D, G, e, addressed, W.keys, n, key, step, P, T.second_turn[p], T.cum_utterance[p], T.utterance_kind,
-            S.behaviour_type, S.behaviour_addressee, S.turn_slot, S.turn_type, S.turn_addressee,
-        )  # fmt: skip
-        _hear_turns(D, G, e, n, n_turns, S.turn_slot, S.turn_type, S.turn_addressee, T.utterance_effect)
-        _ripple(D, G, TR, e, n, P[P_CONTAGION], W.inflow)
-        _stance_drift(D, G, TR, e, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, W.noise)
-        S.pattern[e] = _next_pattern(T.cum_transition, intervene, s, mult, p, key, step)
-        _untended(S.untended, S.untended_turns, e, addressed, n)
+        n_turns = _choose_turns(D, G, e, addressed, keys, n, key, step, P, T.second_turn[p], cum_utterance, p, kinds, BT, BA, TS, TT, TA)
+        _hear_turns(D, G, e, n, n_turns, TS, TT, TA, utterance_effect)
+        _ripple(D, G, TR, e, n, P[P_CONTAGION], inflow)
+        _stance_drift(D, G, TR, e, n, T.harden[p], P[P_D_NOISE], P[P_S_NOISE], key, step, noise)
+        S.pattern[e] = _next_pattern(cum_transition, intervene, s, mult, p, key, step)
+        _untended(UNT, UT, e, addressed, n)
         S.intervened[e], S.step_invalid[e], S.n_turns[e] = intervene, invalid, n_turns
     _book(S, live)
 
@@ -576,7 +600,8 @@ def _transition(S, T, W, actions, live):
 # -- σ*, episode end, observation ------------------------------------------------------------
 
 
-@njit("void(float32[:, ::1], int64, float64[:, ::1], float64[:, :, ::1], int64, int64, int64, int64, int64[:, ::1], float64, int64)", cache=True)
+# compiled as a _compiled_part, with a Python wrapper: Observer.observe_state calls it
+@njit("void(float32[:, ::1], int64, float64[:, ::1], float64[:, :, ::1], int64, int64, int64, int64, int64[:, ::1], float64, int64)", cache=True, forceinline=True, error_model="numpy")
 def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns):
     """Write row ``e``'s flat observation into ``O[e]`` from ``D[e]``, ``G[e]``, ``UNT[e]``:
     distress, pattern one-hot, present, stance, tempo, untended (gymnasium's ``flatten`` of
@@ -603,63 +628,63 @@ def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_pattern
         O[e, off + i] = (0.1 * x if x < 10 else 1.0) if i < n else 0.0
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _read_distress(obs, d, tr, n, sd, key, t):
-    """The observation model: what is seen (``obs``, the row's first ``n`` entries) is a noisy
-    reading of latent distress ``d`` (σ* uses the latent state); a volatile client's reading
+@_compiled_part
+def _read_distress(O, e, D, TR, n, sd, key, t):
+    """The observation model: what is seen (``O[e]``, the row's first ``n`` entries) is a noisy
+    reading of latent distress ``D[e]`` (σ* uses the latent state); a volatile client's reading
     swings more."""
     for i in range(n):
-        obs[i] = _clip(d[i] + sd * tr[i, TR_VOLATILITY] * _normal(key, t, _U_READING + 2 * i), 0.0, 1.0)
+        O[e, i] = _clip(D[e, i] + sd * TR[e, i, TR_VOLATILITY] * _normal(key, t, _U_READING + 2 * i), 0.0, 1.0)
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, tr, reading_noise, key):
+@_compiled_part
+def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, TR, reading_noise, key):
     """Write row ``e``'s flat observation (:func:`write_observation`), its distress read with
     ``reading_noise``. A start state (``t`` 0) is the seed dialogue's own annotation (already a
     reading, moved by the drawn clients' baseline): it is shown as it is."""
     write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns)
     if reading_noise > 0.0 and t > 0:
-        _read_distress(O[e], D[e], tr, n, reading_noise, key, t)
+        _read_distress(O, e, D, TR, n, reading_noise, key, t)
 
 
 @njit(cache=True, inline="always")
 def _observe(S, P, n_patterns, sessions):
-    """Write the flat observations of ``sessions`` into their rows of ``obs``."""
+    """Write the flat observations of ``sessions`` into their rows of ``obs`` (arrays bound
+    before the loop, as in :func:`_transition`)."""
+    O, D, G, UNT, TR = S.obs, S.distress, S.stance, S.untended, S.traits
     for e in sessions:
-        _observe_row(
-            S.obs, e, S.distress, S.stance, S.n[e], S.pattern[e], S.t[e], S.streak[e], S.untended, P[P_HORIZON], n_patterns,
-            S.traits[e], P[P_READING_NOISE], S.key[e],
-        )  # fmt: skip
+        _observe_row(O, e, D, G, S.n[e], S.pattern[e], S.t[e], S.streak[e], UNT, P[P_HORIZON], n_patterns, TR, P[P_READING_NOISE], S.key[e])
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _sigma_star(d, g, n, intervened, P, c):
-    """σ* of a group of ``n`` in distress ``d`` and stances ``g`` (:mod:`rescue_env.reward`):
-    its weighted components into ``c`` (``COMPONENTS``), returns ``(reward, worst-off
-    distress)``."""
+@_compiled_part
+def _sigma_star(D, G, e, n, intervened, P, C):
+    """σ* of session ``e``'s group of ``n`` in distress ``D[e]`` and stances ``G[e]``
+    (:mod:`rescue_env.reward`): its weighted components into ``C[e]`` (``COMPONENTS``), returns
+    ``(reward, worst-off distress)``."""
     total = 0.0
-    max_d = d[0]
+    max_d = D[e, 0]
     for i in range(n):
-        total += d[i]
-        if d[i] > max_d:
-            max_d = d[i]
+        total += D[e, i]
+        if D[e, i] > max_d:
+            max_d = D[e, i]
     stance_total = 0.0  # a plain left-to-right sum, as GroupState.mean_stance
     for i in range(n):
         for j in range(n):
-            stance_total += g[i, j]
+            stance_total += G[e, i, j]
     mean_stance = stance_total / (n * (n - 1)) if n >= 2 else 0.0
-    c[0] = -P[P_W_MEAN] * (total / n)
-    c[1] = P[P_BETA] * mean_stance
-    c[2] = -P[P_LAM] * max_d
-    c[3] = -P[P_COST] * (1.0 if intervened else 0.0)
-    return c[0] + c[1] + c[2] + c[3], max_d
+    C[e, 0] = -P[P_W_MEAN] * (total / n)
+    C[e, 1] = P[P_BETA] * mean_stance
+    C[e, 2] = -P[P_LAM] * max_d
+    C[e, 3] = -P[P_COST] * (1.0 if intervened else 0.0)
+    return C[e, 0] + C[e, 1] + C[e, 2] + C[e, 3], max_d
 
 
 @njit(cache=True, inline="always")
 def _finish(S, P, n_patterns, live):
     """σ* of the states sessions ``live`` reached and their episodes' book, end, observation."""
+    D, G, step_sigma = S.distress, S.stance, S.step_sigma
     for e in live:
-        reward, max_d = _sigma_star(S.distress[e], S.stance[e], S.n[e], S.intervened[e], P, S.step_sigma[e])
+        reward, max_d = _sigma_star(D, G, e, S.n[e], S.intervened[e], P, step_sigma)
         S.rewards[e] = reward
         S.sigma_return[e] += S.discount[e] * reward
         S.discount[e] *= P[P_GAMMA]
@@ -678,49 +703,57 @@ def _finish(S, P, n_patterns, live):
 # -- fresh episodes ----------------------------------------------------------------------------
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _draw_traits(tr, key, P):
-    """Draw a session's clients' latent traits and dyads' warmth into ``tr`` from its episode
-    key (reset draws, the normals' indices ``_U_TRAITS`` / ``_U_BASELINE`` / ``_U_WARMTH``; the
-    dialogue and cut use draws 0 and 1). ``heterogeneity`` 0 gives every client the mean
-    client's traits (multipliers 1, baseline offset and warmth 0)."""
+@_compiled_part
+def _draw_traits(TR, e, n, key, P):
+    """Draw session ``e``'s ``n`` clients' latent traits and dyads' warmth into ``TR[e]`` from
+    its episode key (reset draws, the normals' indices ``_U_TRAITS`` / ``_U_BASELINE`` /
+    ``_U_WARMTH``; the dialogue and cut use draws 0 and 1). ``heterogeneity`` 0 gives every
+    client the mean client's traits (multipliers 1, baseline offset and warmth 0). Padding
+    slots get the mean client's: nothing reads them, and each draw has its own counter, so
+    not drawing them changes no member's."""
     h = P[P_HETEROGENEITY]
-    cap = tr.shape[0]
+    cap = TR.shape[1]
     for i in range(cap):
         base = _U_TRAITS + 6 * i
-        tr[i, TR_REACTIVITY] = 1.0 + h * P[P_REACTIVITY_SD] * _normal(key, _RESET_STEP, base)
-        tr[i, TR_VOLATILITY] = math.exp(h * P[P_VOLATILITY_SD] * _normal(key, _RESET_STEP, base + 2))
-        tr[i, TR_SUSCEPTIBILITY] = math.exp(h * P[P_SUSCEPTIBILITY_SD] * _normal(key, _RESET_STEP, base + 4))
+        if i >= n:
+            TR[e, i, TR_REACTIVITY] = TR[e, i, TR_VOLATILITY] = TR[e, i, TR_SUSCEPTIBILITY] = 1.0
+            for j in range(TR_BASELINE, TR.shape[2]):
+                TR[e, i, j] = 0.0
+            continue
+        TR[e, i, TR_REACTIVITY] = 1.0 + h * P[P_REACTIVITY_SD] * _normal(key, _RESET_STEP, base)
+        TR[e, i, TR_VOLATILITY] = math.exp(h * P[P_VOLATILITY_SD] * _normal(key, _RESET_STEP, base + 2))
+        TR[e, i, TR_SUSCEPTIBILITY] = math.exp(h * P[P_SUSCEPTIBILITY_SD] * _normal(key, _RESET_STEP, base + 4))
         sd = h * P[P_BASELINE_SD]
-        tr[i, TR_BASELINE] = sd * _normal(key, _RESET_STEP, _U_BASELINE + 2 * i) if sd > 0.0 else 0.0
+        TR[e, i, TR_BASELINE] = sd * _normal(key, _RESET_STEP, _U_BASELINE + 2 * i) if sd > 0.0 else 0.0
         sd = h * P[P_WARMTH_SD]
         for j in range(cap):
             w = 0.0
-            if sd > 0.0 and j != i:
+            if sd > 0.0 and j != i and j < n:
                 w = sd * _normal(key, _RESET_STEP, _U_WARMTH + 2 * (8 * i + j))
-            tr[i, TR_WARMTH + j] = w
+            TR[e, i, TR_WARMTH + j] = w
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _copy_start(d0, g0, untended0, n, d, g, untended, untended_turns, tr, baseline):
-    """A session's rows from a start-table row (``d0``, ``g0``, ``untended0``): distress (moved by the drawn
-    clients' ``baseline`` offsets, when asked), stances, untended counters; returns the
-    worst-off distress. Element loops, not slice assignments: numba compiles each
-    array-to-slice assignment into a general broadcasting routine, seconds apiece."""
-    cap = d.shape[0]
+@_compiled_part
+def _copy_start(D0, G0, UNT0, s, n, D, G, UNT, UT, TR, e, baseline):
+    """Session ``e``'s rows from start-table row ``s`` (``D0``, ``G0``, ``UNT0``: the table's
+    distress, stances, untended counters): distress (moved by the drawn clients'
+    ``baseline`` offsets, when asked), stances, untended counters (``UT``: untended turns,
+    0); returns the worst-off distress. Element loops, not slice assignments: numba compiles
+    each array-to-slice assignment into a general broadcasting routine, seconds apiece."""
+    cap = D.shape[1]
     for i in range(cap):
-        d[i] = d0[i]
-        untended[i] = untended0[i]
-        untended_turns[i] = 0
+        D[e, i] = D0[s, i]
+        UNT[e, i] = UNT0[s, i]
+        UT[e, i] = 0
         for j in range(cap):
-            g[i, j] = g0[i, j]
+            G[e, i, j] = G0[s, i, j]
     if baseline:  # the drawn client's distress sits above or below the seed person's
         for i in range(n):
-            d[i] = _clip(d[i] + tr[i, TR_BASELINE], 0.0, 1.0)
-    peak = d[0]
+            D[e, i] = _clip(D[e, i] + TR[e, i, TR_BASELINE], 0.0, 1.0)
+    peak = D[e, 0]
     for i in range(n):
-        if d[i] > peak:
-            peak = d[i]
+        if D[e, i] > peak:
+            peak = D[e, i]
     return peak
 
 
@@ -748,10 +781,8 @@ def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns):
         S.discount[e] = 1.0
         for c in range(N_COMPONENTS):
             S.sigma[e, c] = S.step_sigma[e, c] = 0.0
-        _draw_traits(S.traits[e], S.key[e], P)
-        S.peak[e] = _copy_start(
-            ST.distress[start], ST.stance[start], ST.untended[start], n, S.distress[e], S.stance[e], S.untended[e], S.untended_turns[e], S.traits[e], baseline
-        )
+        _draw_traits(S.traits, e, n, S.key[e], P)
+        S.peak[e] = _copy_start(ST.distress, ST.stance, ST.untended, start, n, S.distress, S.stance, S.untended, S.untended_turns, S.traits, e, baseline)
     _observe(S, P, n_patterns, sessions)
 
 
@@ -795,7 +826,7 @@ def _clear(S, sessions):
         S.truncated[e] = False
 
 
-@njit("UniTuple(int64[::1], 2)(int64[::1], boolean[::1], boolean[::1])", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@_compiled_part("UniTuple(int64[::1], 2)(int64[::1], boolean[::1], boolean[::1])")
 def _split_ended(sessions, terminated, truncated):
     """``sessions`` split into those whose episode goes on and those whose episode ended."""
     going = np.empty(sessions.shape[0], np.int64)
@@ -820,7 +851,7 @@ _RESET, _LOAD, _STEP, _TRANSITION, _FINISH = range(5)
 NO_AUTORESET, SAME_STEP, NEXT_STEP = 0, 1, 2
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, no_cfunc_wrapper=True, error_model="numpy")  # numpy errors: see _compiled_part
 def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns):
     """The one compiled entry point: start sessions ``idx`` (``_RESET``: from the seed
     dialogues ``dialogues`` cut at ``rows``, ``-1`` drawn; ``_LOAD``: from the start table's
@@ -938,6 +969,15 @@ _MAX_STREAK = 64
 _NO_INTS = np.zeros(0, np.int64)
 
 
+def _int_vector(a: Any, name: str, length: int | None = None) -> np.ndarray:
+    """``a`` as a C-contiguous ``int64`` vector (no copy when it is one), of ``length`` when
+    given: the only kind of per-call array the kernel is compiled for."""
+    v = np.ascontiguousarray(a, np.int64)
+    if v.ndim != 1 or (length is not None and v.shape[0] != length):
+        raise ValueError(f"{name} must be a vector of {length if length is not None else 'n'} integers, got shape {v.shape}")
+    return v
+
+
 def _action_tables(encoding: ActionEncoding) -> tuple[np.ndarray, ...]:
     """The flat actions decoded (intervene, target, strategy) and the targets' member slots
     and validity by group size."""
@@ -973,10 +1013,11 @@ def _model_tables(sp: ScenarioParams, encoding: ActionEncoding) -> Tables:
     for name in ("repair", "validation"):
         kinds[UTTERANCE_TYPES.index(name)] = _KIND_POSITIVE
     f64 = lambda x: np.ascontiguousarray(x, np.float64)  # noqa: E731
+    _rows = lambda x: f64(x).reshape(-1, x.shape[-1])  # noqa: E731
     return Tables(
         *_action_tables(encoding), P, f64(sp.effect), f64(sp.effect_sd), f64(sp.soften), f64(sp.pattern_pressure),
         f64(sp.second_turn), f64(np.cumsum(sp.utterance, axis=1)), kinds, f64(sp.utterance_effect), f64(sp.harden),
-        f64(np.cumsum(sp.transition, axis=2)), np.array([sp.fatigue**k for k in range(_MAX_STREAK)]),
+        _rows(np.cumsum(sp.transition, axis=2)), np.array([sp.fatigue**k for k in range(_MAX_STREAK)]),
     )  # fmt: skip
 
 
@@ -1057,19 +1098,25 @@ class Core:
         #: the final observation of episodes that ended in a SAME_STEP call
         self.final_obs = self.final.obs
 
-    #: whether this process has run the kernel (compiled or loaded from the cache) yet
-    _warm = False
+    #: the kernel's compiled entry, once this process has run it (compiled, or loaded from the
+    #: cache). Calling it skips numba's dispatcher, whose typing of the ~80 arrays is about
+    #: half of a call's fixed cost (the single env's step pays it each step). It is only ever
+    #: handed the one signature's types: the structures are built by this class, and the
+    #: per-call arrays are C-contiguous int64 vectors (:func:`_int_vector`).
+    _entry: Any = None
 
     def _run(self, task: int, mode: int = 0, idx: np.ndarray = _NO_INTS, actions: np.ndarray = _NO_INTS, dialogues: np.ndarray = _NO_INTS, rows: np.ndarray = _NO_INTS, streaks: np.ndarray = _NO_INTS, starts: Starts | None = None) -> None:
         s, x, t, st, n_patterns = self._args
         if starts is not None:
             st = tuple(starts)
-        if Core._warm:
-            _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
+        if Core._entry is not None:
+            Core._entry(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
             return
         with _CompileNotice():  # a cold cache compiles here
             _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
-        Core._warm = True
+        signatures = getattr(_kernel, "signatures", ())  # none under NUMBA_DISABLE_JIT: keep calling it
+        if len(signatures) == 1:
+            Core._entry = _kernel.overloads[signatures[0]].entry_point
 
     # settings ---------------------------------------------------------------------------------
     def set_reward(self, reward: RewardConfig) -> None:
@@ -1108,10 +1155,10 @@ class Core:
         ``rows`` fix a session's seed dialogue (index) / cut row (``-1``: drawn)."""
         if self.starts is None:
             raise RuntimeError("this core has no start states (starts=None): put states in with load()")
-        idx = np.asarray(idx, np.int64)
+        idx = _int_vector(idx, "idx")
         self.state.key[idx] = np.asarray(keys, np.uint64)
-        dl = np.full(len(idx), -1, np.int64) if dialogues is None else np.asarray(dialogues, np.int64)
-        rw = np.full(len(idx), -1, np.int64) if rows is None else np.asarray(rows, np.int64)
+        dl = np.full(len(idx), -1, np.int64) if dialogues is None else _int_vector(dialogues, "dialogues", len(idx))
+        rw = np.full(len(idx), -1, np.int64) if rows is None else _int_vector(rows, "rows", len(idx))
         for k in range(len(idx)):
             if rw[k] >= 0 and dl[k] >= 0 and rw[k] > self.starts.rows_of(int(dl[k])):
                 d = self.starts.dialogues[dl[k]]
@@ -1137,12 +1184,12 @@ class Core:
         """Step every session with ``actions`` (``int64[N]``, checked by the caller) in
         autoreset ``mode`` (:data:`NO_AUTORESET`, :data:`SAME_STEP`, :data:`NEXT_STEP`; see
         :func:`_step`)."""
-        self._run(_STEP, mode, actions=actions)
+        self._run(_STEP, mode, actions=_int_vector(actions, "actions", self.num_sessions))
 
     def transition(self, actions: np.ndarray) -> None:
         """The calibrated transition only (then :meth:`finish`): for client models that
         change the state it reached (LLM clients) before σ* is booked."""
-        self._run(_TRANSITION, actions=actions)
+        self._run(_TRANSITION, actions=_int_vector(actions, "actions", self.num_sessions))
 
     def finish(self) -> None:
         """σ*, the book, episode end and observations of the state every session reached."""
@@ -1209,11 +1256,11 @@ class Core:
     # views --------------------------------------------------------------------------------------
     def masks(self) -> np.ndarray:
         """``(N, n_actions)`` boolean masks of the sessions' current groups."""
-        return self.mask_table[self.state.n]
+        return np.take(self.mask_table, self.state.n, axis=0)  # take: faster than fancy indexing
 
     def masks_int8(self) -> np.ndarray:
         """:meth:`masks` as ``int8`` (what infos carry, for ``Discrete.sample(mask=)``)."""
-        return self.mask_table_int8[self.state.n]
+        return np.take(self.mask_table_int8, self.state.n, axis=0)
 
     def factored_masks(self, e: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(intervene, target, strategy)`` masks of session ``e``'s group (copies)."""

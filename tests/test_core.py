@@ -1,10 +1,13 @@
-"""The simulator core's public face: named state, client agents' turns, the compile notice."""
+"""The simulator core's public face: named state, client agents' turns, the compile notice,
+the actions it takes."""
 
 from __future__ import annotations
 
 import time
 
+import gymnasium as gym
 import numpy as np
+import pytest
 
 from rescue_env import core as core_module
 from rescue_env.core import FREE, SILENT, State
@@ -57,3 +60,32 @@ def test_no_compile_notice_while_idle(capsys, monkeypatch):
     with core_module._CompileNotice():
         time.sleep(1.2)  # waiting (a loaded machine), not compiling
     assert "compiling" not in capsys.readouterr().err
+
+
+def test_a_strided_action_array_plays_as_its_contiguous_copy():
+    """The core calls its compiled entry directly; actions of any layout or integer type are
+    made the one kind it is compiled for, so they play the same moves."""
+    def run(make_actions):
+        venv = gym.make_vec("rescue_env/Family-v0", num_envs=6, vectorization_mode="vector_entry_point")
+        venv.reset(seed=4)
+        core = venv.unwrapped.core
+        rng = np.random.default_rng(0)
+        for _ in range(40):
+            masks = core.masks()
+            acts = np.where(masks, rng.random(masks.shape), -1.0).argmax(axis=1)
+            core.step(make_actions(acts), core_module.NEXT_STEP)
+        return core.obs.copy(), core.rewards.copy()
+
+    plain = run(lambda a: a.astype(np.int64))
+    strided = run(lambda a: np.repeat(a.astype(np.int64), 2)[::2])  # every other element
+    small = run(lambda a: a.astype(np.int16))
+    for other in (strided, small):
+        np.testing.assert_array_equal(plain[0], other[0])
+        np.testing.assert_array_equal(plain[1], other[1])
+
+
+def test_actions_of_the_wrong_shape_are_refused_by_name():
+    env = GroupSupportEnv("couple")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"actions must be a vector of 1 integers, got shape \(1, 2\)"):
+        env.core.step(np.zeros((1, 2), np.int64))

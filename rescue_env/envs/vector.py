@@ -74,8 +74,8 @@ class Batch:
         n_actions = self.sim.encoding.n_actions
         if acts.shape not in ((self.n,), (self.n, 1)) or acts.dtype.kind not in "iu":
             raise ValueError(f"expected {self.n} integer actions in Discrete({n_actions}), got an array of shape {acts.shape} and dtype {acts.dtype}")
-        acts = acts.reshape(self.n).astype(np.int64, copy=False)
-        if acts.min() < 0 or acts.max() >= n_actions:
+        acts = np.ascontiguousarray(acts.reshape(self.n), np.int64)
+        if acts.view(np.uint64).max() >= n_actions:  # one pass: a negative action is a huge uint64
             raise ValueError(f"actions outside Discrete({n_actions}): {acts[(acts < 0) | (acts >= n_actions)].tolist()}")
         return acts
 
@@ -149,7 +149,7 @@ class GroupSupportVectorEnv(VectorEnv):
         if seed is not None:
             self._np_random, self._np_random_seed = seeding.np_random(seeds[0])
         self._batch.reset(self._idx, seeds, options)
-        return self._obs(), {"action_mask": self._batch.core.masks().astype(np.int8)}
+        return self._obs(), {"action_mask": self._batch.core.masks_int8()}
 
     def step(self, actions: Any):
         if not self._batch.started.all():
