@@ -1116,7 +1116,9 @@ class Core:
             _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_patterns)
         signatures = getattr(_kernel, "signatures", ())  # none under NUMBA_DISABLE_JIT: keep calling it
         if len(signatures) == 1:
-            Core._entry = _kernel.overloads[signatures[0]].entry_point
+            # numba's compiled-overload record; a numba without it keeps the dispatcher
+            overload = getattr(_kernel, "overloads", {}).get(signatures[0])
+            Core._entry = getattr(overload, "entry_point", None)
 
     # settings ---------------------------------------------------------------------------------
     def set_reward(self, reward: RewardConfig) -> None:
