@@ -707,7 +707,8 @@ def cross_validate(dialogues: Sequence[Dialogue], tasks: Sequence[str] = ("itp",
     Each fold holds out one couple or family (:func:`~rescue_env.data.groups.session_groups`: all its sessions), fits
     the prior and the majority baseline on the rest, and answers the held-out sessions' task
     instances; the answers of all folds are pooled and scored once (micro average, as the
-    task runner does). Returns ``{predictor: {task: figures with by_scenario}}`` and the folds.
+    task runner does). Returns ``{predictor: {task: figures with by_scenario}}``, the folds
+    and ``paired`` (``{task: {scenario: counts}}``, :func:`paired_counts`)
     """
     from rescue_env.tasks.instances import build_instances
     from rescue_env.tasks.predictors import AgentPredictor, MajorityPredictor
@@ -739,4 +740,23 @@ def cross_validate(dialogues: Sequence[Dialogue], tasks: Sequence[str] = ("itp",
                     records[name][task].append(rec)
     out: dict[str, Any] = {name: {t: aggregate(t, recs, profile) for t, recs in by_task.items()} for name, by_task in records.items()}
     out["folds"] = sorted(set(groups))
+    out["paired"] = {t: paired_counts(records["prior"][t], records["majority"][t]) for t in tasks}
+    return out
+
+
+def paired_counts(prior: Sequence[dict], majority: Sequence[dict]) -> dict[str, dict[str, int]]:
+    """Per scenario, over the same instances in the same order: ``n``, how many each
+    predictor answers right (``prior``, ``majority``; top-1 for a ranking) and the discordant
+    pairs (``prior_only``, ``majority_only``: right by one and not the other), from which an
+    exact McNemar test says whether the two differ by more than chance."""
+    out: dict[str, dict[str, int]] = {}
+    for a, b in zip(prior, majority, strict=True):
+        assert a["sample"] == b["sample"] and a["row_index"] == b["row_index"], "the predictors answered different instances"
+        c = out.setdefault(a["scenario"], {"n": 0, "prior": 0, "majority": 0, "prior_only": 0, "majority_only": 0})
+        ra, rb = bool(a["correct"]), bool(b["correct"])
+        c["n"] += 1
+        c["prior"] += ra
+        c["majority"] += rb
+        c["prior_only"] += ra and not rb
+        c["majority_only"] += rb and not ra
     return out

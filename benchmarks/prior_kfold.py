@@ -9,7 +9,8 @@ regularisation is chosen by group k-fold inside those training groups), answer t
 group's ITP/STP/SSP instances, and the answers of all folds are scored once
 (:func:`rescue_env.agents.prior.cross_validate`). Prints ITP F1, STP R@1 and SSP R@1 (%) per
 scenario for both, with the instance counts and whether the prior reaches the majority's
-figure. Needs ``../shared/data`` (``RESCUE_SHARED_DIR`` names ``shared`` elsewhere).
+figure; for STP/SSP also the instances each answers right, the discordant pairs and an exact
+McNemar test of the difference (a gap of one instance is not one the data can tell). Needs ``../shared/data`` (``RESCUE_SHARED_DIR`` names ``shared`` elsewhere).
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ FIGURE = {"itp": "f1", "stp": "recall_at_1", "ssp": "recall_at_1"}
 
 
 def table(result: dict, tasks: list[str]) -> str:
-    """Per task and scenario: prior %, majority %, instances, prior ≥ majority."""
+    """Per task and scenario: prior %, majority %, instances, prior ≥ majority; for the
+    rankings (R@1: instances answered right) also the counts right, the discordant pairs
+    (right by the prior only : by the majority only) and the exact McNemar p of the
+    difference (:func:`~rescue_env.agents.prior.paired_counts`)."""
+    from scipy.stats import binomtest
+
     rows = []
     for task in tasks:
         for scn in ("couple", "family"):
@@ -41,8 +47,17 @@ def table(result: dict, tasks: list[str]) -> str:
             if not all(cells):
                 continue
             prior, major = (100 * c[FIGURE[task]] for c in cells)
-            rows.append([f"{task.upper()} {FIGURE[task]}", scn, f"{prior:.1f}", f"{major:.1f}", cells[0]["n"], "yes" if prior >= major - 1e-9 else "NO"])
-    return tabulate(rows, headers=["figure", "scenario", "prior %", "majority %", "instances", "prior ≥ majority"], disable_numparse=True)
+            row = [f"{task.upper()} {FIGURE[task]}", scn, f"{prior:.1f}", f"{major:.1f}", cells[0]["n"], "yes" if prior >= major - 1e-9 else "NO"]
+            pc = result.get("paired", {}).get(task, {}).get(scn)
+            if task != "itp" and pc:  # F1 is not a count of instances answered right
+                b, c = pc["prior_only"], pc["majority_only"]
+                p = binomtest(b, b + c).pvalue if b + c else 1.0
+                row += [f"{pc['prior']} / {pc['majority']}", f"{b} : {c}", f"{p:.2f}"]
+            else:
+                row += ["", "", ""]
+            rows.append(row)
+    headers = ["figure", "scenario", "prior %", "majority %", "instances", "prior ≥ majority", "right (prior / majority)", "discordant", "McNemar p"]
+    return tabulate(rows, headers=headers, disable_numparse=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -148,6 +148,12 @@ def test_cross_validate_never_fits_on_the_held_out_group(seeds, monkeypatch):
     for fitted, _ in seen:
         assert len(fitted) == 2  # every fold held one session (each its own couple) out
     assert {"prior", "majority"} <= set(r) and r["prior"]["stp"]["n"] == r["majority"]["stp"]["n"] > 0
+    # the paired counts are those the figures come from, on the same instances
+    pc = r["paired"]["stp"]["couple"]
+    assert pc["n"] == r["prior"]["stp"]["n"]
+    for name in ("prior", "majority"):
+        assert pc[name] == round(r[name]["stp"]["recall_at_1"] * pc["n"])
+    assert pc["prior"] - pc["prior_only"] == pc["majority"] - pc["majority_only"] >= 0  # right by both
 
 
 def test_regularisation_is_chosen_by_group_k_fold_inside_the_training_data():
