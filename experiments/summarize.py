@@ -79,6 +79,19 @@ class Job:
     failed: int = 0
     #: predictor -> agreement with real therapists (``rescue train`` with prior.agreement)
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the job's composed config (``.hydra/config.yaml``; empty when absent)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def setting(self, key: str) -> str:
+        """The job's value of an override key, as its composed config holds it where the key
+        names a setting there (``prior.x=null`` and no override at all are then one value,
+        as are ``lam=1`` and ``lam=1.0``), else its override text (``""`` when absent)."""
+        node: Any = self.config
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return self.overrides.get(key, "")
+            node = node[part]
+        return json.dumps(node, sort_keys=True, default=str)
 
 
 def _overrides(run: Path) -> dict[str, str]:
@@ -94,9 +107,18 @@ def _overrides(run: Path) -> dict[str, str]:
     return out
 
 
+def _config(run: Path) -> dict[str, Any]:
+    path = run / ".hydra" / "config.yaml"
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except yaml.YAMLError:
+        return {}  # an unreadable config: the override texts decide
+    return config if isinstance(config, dict) else {}
+
+
 def read_job(run: Path) -> Job:
     """The scores of one run folder (``status`` says why a job has none)."""
-    job = Job(run, _overrides(run))
+    job = Job(run, _overrides(run), config=_config(run))
     if (record := read_status(run)) is not None and record["exit_code"] in (1, 2):  # the sweep job failed
         job.status = f"failed (exit {record['exit_code']}): {record.get('error', '')}"
         return job
@@ -145,10 +167,10 @@ def find_jobs(root: Path) -> list[Job]:
 
 
 def swept_keys(jobs: Sequence[Job]) -> list[str]:
-    """Override keys whose value differs between jobs (a key missing from a job counts as a
-    value of its own), in first-seen order."""
+    """Override keys whose value differs between jobs (:meth:`Job.setting`: a key missing from
+    a job counts as its config's value, or as a value of its own), in first-seen order."""
     keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
-    return [k for k in keys if len({j.overrides.get(k) for j in jobs}) > 1]
+    return [k for k in keys if len({j.setting(k) for j in jobs}) > 1]
 
 
 def iqm_intervals(scores: dict[str, np.ndarray], reps: int, seed: int = 0) -> dict[str, tuple[float, float, float]]:
@@ -211,7 +233,7 @@ def summarize(
     groups: dict[tuple[str, ...], list[Job]] = defaultdict(list)
     left_out: dict[tuple[str, ...], int] = defaultdict(int)
     for j in jobs:
-        key = tuple(j.overrides.get(k, "") for k in by)
+        key = tuple(j.setting(k) for k in by)
         if pooled(j, include_failed):
             groups[key].append(j)
         elif j.kind:
@@ -225,7 +247,9 @@ def summarize(
             mean, half = mean_ci(values)
             deltas = [j.deltas[agent] for j in members if agent in j.deltas]
             d_mean, d_half = mean_ci(deltas) if deltas else (math.nan, math.nan)
-            row = {**dict(zip(by, key)), "agent": agent, "seeds": len(values), "mean": mean, "ci95": half,
+            # shown as the first member's override (its config's value when it had none)
+            shown = {k: members[0].overrides.get(k, members[0].setting(k)) for k in by}
+            row = {**shown, "agent": agent, "seeds": len(values), "mean": mean, "ci95": half,
                    "reference": members[0].reference, "delta_mean": d_mean, "delta_ci95": d_half, "delta_seeds": len(deltas),
                    "failed": sum(j.failed for j in members), "jobs_left_out": left_out[key], "values": values}
             # the second axis of a grounded run: agreement with real therapists (the policy's

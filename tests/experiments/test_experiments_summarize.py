@@ -153,3 +153,21 @@ def test_submitit_local_sweep_is_summarised_by_the_callback(tmp_path: Path):
     per_seed = [json.loads((sweep / j / "metrics.json").read_text())["agents"]["never"]["sigma_return_mean"] for j in ("0", "1")]
     assert never["mean"] == pytest.approx(sum(per_seed) / 2) and math.isfinite(never["delta_mean"])
     assert (sweep / "multirun.yaml").is_file()
+
+
+def test_jobs_with_the_same_setting_group_together_however_it_was_written(tmp_path: Path):
+    """``prior.strategy_coef=null`` given, or left at its default of null, or ``lam=1`` against
+    ``lam=1.0``: one setting, one group (they were two rows); a different value stays apart."""
+    def job(n: int, overrides: list[str], strategy_coef: float | None, policy: float) -> None:
+        fake_train_job(tmp_path / str(n), overrides, policy, -10.0, policy + 10.0)
+        config = {"seed": n, "prior": {"coef": 0.1, "strategy_coef": strategy_coef}}
+        (tmp_path / str(n) / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+
+    job(0, ["seed=0", "prior.strategy_coef=null"], None, 1.0)
+    job(1, ["seed=1"], None, 3.0)
+    job(2, ["seed=2", "prior.strategy_coef=0.1"], 0.1, 5.0)
+    job(3, ["seed=3", "prior.strategy_coef=.1"], 0.1, 7.0)
+    result = summarize(tmp_path, reps=100, plot=False)
+    assert result["group_by"] == ["prior.strategy_coef"]
+    policy = {r["prior.strategy_coef"]: (r["seeds"], r["mean"]) for r in result["rows"] if r["agent"] == "policy"}
+    assert policy == {"null": (2, pytest.approx(2.0)), "0.1": (2, pytest.approx(6.0))}
