@@ -191,8 +191,8 @@ def _bad_model_run(tmp_path, monkeypatch, content: bytes):
     bad = tmp_path / "not_a_model.gguf"
     bad.write_bytes(content)
     starts = []
-    real_start = LocalLLMServer.start
-    monkeypatch.setattr(LocalLLMServer, "start", lambda self: starts.append(1) or real_start(self))
+    real_launch = LocalLLMServer.launch
+    monkeypatch.setattr(LocalLLMServer, "launch", lambda self: starts.append(1) or real_launch(self))
     args = ["rollout", "dynamics=llm", "agent=llm", "llm=local", "episodes=1", f"llm.local.model_path={bad}",
             f"hydra.run.dir={tmp_path / 'run'}", "report=false", "progress=false"]  # fmt: skip
     try:
