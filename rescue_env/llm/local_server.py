@@ -260,7 +260,9 @@ def shared_server(config: LocalServerConfig, alias: str, *, wait: bool = True) -
             raise _failed[key]
         server = _servers.get(key)
         try:
-            if server is None or (server.ready and not server.running):
+            # none yet, stopped, or died after it answered: a new one (one that dies before
+            # it answers is reported by wait_ready, not relaunched)
+            if server is None or server._process is None or (server.ready and not server.running):
                 server = _servers[key] = LocalLLMServer(config, alias).launch()
             if wait:
                 server.wait_ready()
