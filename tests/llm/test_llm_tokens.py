@@ -13,16 +13,17 @@ from rescue_env.llm.tokens import Prompt, TokenCounter, reply_budget
 LINES = [prompts.line("Ana" if i % 2 else "Ben", "Therapist", f"turn {i}: " + "I keep saying the same thing " * 8) for i in range(40)]
 
 
-#: A context that holds the shared instructions and some of the 40 lines, not all of them.
-CONTEXT = 4700
+def transcript_messages(window: int) -> list[dict[str, str]]:
+    return prompts.session_messages("couple", ["Ana", "Ben"], LINES, window, prompts.persona_tail("Ana", "a partner", "calm", "Your turn.", "Couple"))
+
+
+#: A context that holds the shared instructions and about half of the 40 lines, with room for
+#: a reply, not all of them (from the prompt itself: it follows the instructions' length)
+CONTEXT = TokenCounter(None, "mock").estimate(transcript_messages(20)) + 400
 
 
 def transcript_prompt(window: int = 40, min_window: int = 1) -> Prompt:
-    return Prompt(
-        lambda w: prompts.session_messages("couple", ["Ana", "Ben"], LINES, w, prompts.persona_tail("Ana", "a partner", "calm", "Your turn.", "Couple")),
-        window,
-        min_window,
-    )
+    return Prompt(transcript_messages, window, min_window)
 
 
 def shown_turns(request) -> list[str]:
