@@ -28,11 +28,9 @@ from rescue_env.llm.local_server import LocalServerError
 from rescue_env.rollout import RunFolderError
 from rescue_env.secrets import install_log_scrubber, scrub
 
-EXIT_OK = 0
-EXIT_BUG = 1
-EXIT_USER_ERROR = 2
-EXIT_SOME_FAILED = 3
-EXIT_INTERRUPTED = 130
+# the codes themselves live in a module that imports nothing (the console entry names them
+# before these imports); the commands take them from here
+from rescue_env.experiments.exit_codes import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USER_ERROR  # noqa: F401
 
 F = TypeVar("F", bound=Callable[..., Any])
 
