@@ -297,9 +297,9 @@ def completeness(shards: list[Shard]) -> tuple[dict[str, Any], list[str]]:
             warnings.append(f"shard {i}/{n} given more than once")
     repeated = sum(len(s.lines) for s in shards) - len({key for s in shards for key in s.lines})
     if repeated and not any("more than once" in w for w in warnings):
-            # the same episodes twice (one run given twice, or unsharded runs of one config):
-            # pooled once, so the merge holds fewer episodes than the folders together
-            warnings.append(f"{repeated} episode(s) appear in more than one folder (same key, same result) and are counted once: was a run given twice?")
+        # the same episodes twice (one run given twice, or unsharded runs of one config):
+        # pooled once, so the merge holds fewer episodes than the folders together
+        warnings.append(f"{repeated} episode(s) appear in more than one folder (same key, same result) and are counted once: was a run given twice?")
     partial: dict[str, dict[str, int]] = {}
     for s in shards:
         planned = planned_keys(s)

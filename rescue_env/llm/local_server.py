@@ -213,6 +213,11 @@ class LocalLLMServer:
             self.log_path.unlink(missing_ok=True)
 
     @property
+    def launched(self) -> bool:
+        """Its process was started and not stopped (it may still be loading, or have died)."""
+        return self._process is not None
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
@@ -262,7 +267,7 @@ def shared_server(config: LocalServerConfig, alias: str, *, wait: bool = True) -
         try:
             # none yet, stopped, or died after it answered: a new one (one that dies before
             # it answers is reported by wait_ready, not relaunched)
-            if server is None or server._process is None or (server.ready and not server.running):
+            if server is None or not server.launched or (server.ready and not server.running):
                 server = _servers[key] = LocalLLMServer(config, alias).launch()
             if wait:
                 server.wait_ready()
