@@ -15,8 +15,8 @@
 
 **Why factored.** *Whom* and *how* a therapist addresses is what the prior knows well (STP,
 SSP above the majority baseline on held-out real groups); *whether* they speak after a
-client's turn it barely knows (ITP AUC about 0.55 with the turn, and on the simulator's
-observations, which carry no turn, π_prior(speak) is near a constant ~0.5). The whole KL
+client's turn it barely knows (ITP AUC about 0.55 with the turn; on the simulator's
+observations π_prior(speak) stays near ~0.5). The whole KL
 pulls π(speak) toward that coin flip, and a deterministic policy near a prior that spreads
 its speaking half over ~30 moves always takes "listen" (mass 0.5 against at most ~0.2 for
 any one move): with the whole KL every coefficient ≥ 0.03 fell below the heuristic on σ*.

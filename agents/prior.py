@@ -34,13 +34,14 @@ option for the target: its distress, whether it holds the worst-off member, its 
 turns, its members' stances), stances, untended turns (the fewest: the therapist's rhythm),
 and the *turn*: whether the therapist spoke last, who the latest client speaker was and
 whom the last row addressed, its utterance type, the therapist's last strategy and target, the row's position in the
-session. The simulator's observation carries no turn (who spoke last is not in it), so on
-observations (:meth:`BehaviourPrior.action_probs_from_obs`) the turn features take their
-training mean: the prior there is the real therapists' move given what a policy sees.
+session. The simulator's observation carries part of the turn (the latest client, whom the
+last row addressed, its utterance type), so on observations
+(:meth:`BehaviourPrior.action_probs_from_obs`) those features are read from it and the rest
+take their training mean: the prior there is the real therapists' move given what a policy sees.
 
-**Why scikit-learn and not a torch network of the policy's shape.** The turn features
-that predict real therapists best (whom they address is mostly the client who just spoke)
-are not in the policy's observation, so a network of the policy's shape could not use them.
+**Why scikit-learn and not a torch network of the policy's shape.** Some turn features
+that predict real therapists (the therapist's own last move, the session's style so far) are
+not in the policy's observation, so a network of the policy's shape could not use them.
 About 1,000 real decisions fit a regularised linear model well; its maximum-likelihood fit
 (a proper scoring rule) gives calibrated probabilities without the held-out calibration set
 that ``CalibratedClassifierCV`` would take from so little data (checked by a reliability
@@ -178,7 +179,10 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
 
 def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
     """A :class:`Batch` of flat env observations (``observer``: the env's ``Observer``; the
-    flat layout is gymnasium's ``flatten`` of its ``Dict`` space, keys sorted). No turn."""
+    flat layout is gymnasium's ``flatten`` of its ``Dict`` space, keys sorted). Of the turn,
+    the observation holds the latest client, whom the last row addressed and its utterance
+    type; the rest (the therapist's last move, the position, the session's style) is
+    ``nan``, which the heads read as its training mean."""
     obs = np.asarray(obs, dtype=np.float64).reshape(len(obs), -1)
     parts, start = {}, 0
     for key, box in observer.space.spaces.items():
@@ -186,13 +190,25 @@ def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
         parts[key] = obs[:, start:start + size].reshape(len(obs), *box.shape)
         start += size
     cap = observer.cap
+    B = len(obs)
     n = np.clip(np.rint(parts["present"].sum(axis=1)).astype(int), 1, cap)
     unt = np.where(parts["untended"] >= 1.0, 10.0, parts["untended"] * 10.0)
-    B = len(obs)
-    return Batch(
-        parts["distress"], parts["stance"], n, np.argmax(parts["pattern"], axis=1), unt,
-        np.full((B, turn_size(scenario)), np.nan), np.full((B, cap, 3), np.nan), np.full((B, 3), np.nan),
-    )  # fmt: skip
+    D = parts["distress"]
+    turn, mt = np.full((B, turn_size(scenario)), np.nan), np.full((B, cap, 3), np.nan)
+    known = parts["speaker"].sum(axis=1) > 0  # a client has spoken (else the turn is unknown)
+    U, S = len(UTTERANCE_TYPES), len(strategies(scenario))
+    utt = np.concatenate([parts["utterance"], (parts["utterance"].sum(axis=1) == 0)[:, None]], axis=1)
+    spoken = parts["spoken_to"]
+    o = 2 + U + S + 1  # the position column (see batch_from_states)
+    rows = np.flatnonzero(known)
+    turn[rows, 1:2 + U] = utt[rows]
+    turn[rows, o + 1] = spoken[rows, cap]
+    turn[rows, o + 2] = spoken[rows, cap + 1]
+    turn[rows, o + 3] = (D[rows] * parts["speaker"][rows]).sum(axis=1)
+    present = np.arange(cap)[None, :] < n[:, None]
+    mt[rows, :, 0] = parts["speaker"][rows]
+    mt[rows, :, 2] = np.where(spoken[rows, cap + 1:cap + 2] > 0, present[rows], spoken[rows, :cap])
+    return Batch(D, parts["stance"], n, np.argmax(parts["pattern"], axis=1), unt, turn, mt, np.full((B, 3), np.nan))
 
 
 def group_features(b: Batch, n_patterns: int) -> np.ndarray:

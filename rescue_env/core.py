@@ -52,7 +52,7 @@ import numpy as np
 from numba import njit
 
 from rescue_env.config import check_heterogeneity
-from rescue_env.data.schema import Dialogue
+from rescue_env.data.schema import GROUP_LABELS, THERAPIST, Dialogue
 from rescue_env.dynamics.params import ScenarioParams
 from rescue_env.reward import RewardConfig
 from rescue_env.state import GroupState, StateTracker
@@ -127,6 +127,10 @@ class State(NamedTuple):
     last_speaker: np.ndarray  #: int64[N] slot, or KEEP
     last_strategy: np.ndarray  #: int64[N] strategy, or KEEP
     last_target: np.ndarray  #: int64[N] target option, or KEEP
+    # the turn the therapist answers (observed: ``speaker``, ``spoken_to``, ``utterance``)
+    last_client: np.ndarray  #: int64[N] slot of the latest client turn, or NOBODY
+    last_spoken_to: np.ndarray  #: int64[N] whom that turn addressed, as bits (:func:`spoken_to_bits`)
+    last_utterance: np.ndarray  #: int64[N] its utterance type, or NOBODY
     untended_turns: np.ndarray  #: int64[N, cap] steps each member went unaddressed
     sigma_return: np.ndarray  #: float64[N] discounted σ* return
     discount: np.ndarray  #: float64[N] gamma ** t
@@ -197,6 +201,9 @@ class Starts(NamedTuple):
     pattern: np.ndarray
     untended: np.ndarray
     row: np.ndarray
+    client: np.ndarray  #: the latest client turn before the cut (as ``State.last_client``)
+    spoken_to: np.ndarray
+    utterance: np.ndarray
     first: np.ndarray
     count: np.ndarray
     low: np.ndarray
@@ -213,6 +220,8 @@ class Scratch(NamedTuple):
 
 #: ``last_*`` value: unchanged since the start state (the seed rows' value holds)
 KEEP = -1
+#: ``last_client`` / ``last_utterance``: no client has spoken yet
+NOBODY = -1
 #: the weighted σ* components, in the order of the ``sigma`` / ``step_sigma`` columns
 COMPONENTS = ("mean_distress", "stance", "max_distress", "intervention_cost")
 N_COMPONENTS = len(COMPONENTS)
@@ -234,6 +243,8 @@ _TRAIT_NAMES = ("reactivity", "volatility", "susceptibility", "baseline")
 FREE, SILENT = -2, -1
 #: addressee codes (as :data:`rescue_env.dynamics.base.TO_THERAPIST` / ``TO_GROUP``)
 TO_THERAPIST, TO_GROUP = -1, -2
+#: the utterance types a turn's ``turn_type`` indexes (the observation's ``utterance``)
+N_UTTERANCE = len(UTTERANCE_TYPES)
 
 _KIND_NEGATIVE, _KIND_POSITIVE = -1, 1
 
@@ -543,6 +554,15 @@ def _untended(UNT, UT, e, addressed, n):
             UT[e, i] += 1
 
 
+# with a Python wrapper: Core.set_turns calls it
+@njit("int64(int64, int64)", cache=True, forceinline=True, error_model="numpy")
+def _spoken_to_bit(addressee, cap):
+    """The bit of a turn's ``addressee`` code in ``spoken_to`` (:func:`spoken_to_bits`)."""
+    if addressee >= 0:
+        return 1 << addressee
+    return 1 << cap if addressee == TO_THERAPIST else 1 << (cap + 1)
+
+
 @njit(cache=True, inline="always")
 def _book(S, live):
     """7b. Bookkeeping of sessions ``live`` after their transition set the step's flags: the
@@ -557,7 +577,9 @@ def _book(S, live):
         else:
             streak[e] = 0
         if n_turns:
-            last_speaker[e] = S.turn_slot[e, n_turns - 1]
+            last_speaker[e] = S.last_client[e] = S.turn_slot[e, n_turns - 1]
+            S.last_spoken_to[e] = _spoken_to_bit(S.turn_addressee[e, n_turns - 1], S.distress.shape[1])
+            S.last_utterance[e] = S.turn_type[e, n_turns - 1]
         if S.step_invalid[e]:
             invalid[e] += 1
         S.row[e] += (1 if intervene else 0) + n_turns
@@ -601,11 +623,14 @@ def _transition(S, T, W, actions, live):
 
 
 # compiled as a _compiled_part, with a Python wrapper: Observer.observe_state calls it
-@njit("void(float32[:, ::1], int64, float64[:, ::1], float64[:, :, ::1], int64, int64, int64, int64, int64[:, ::1], float64, int64)", cache=True, forceinline=True, error_model="numpy")
-def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns):
-    """Write row ``e``'s flat observation into ``O[e]`` from ``D[e]``, ``G[e]``, ``UNT[e]``:
-    distress, pattern one-hot, present, stance, tempo, untended (gymnasium's ``flatten`` of
-    the ``Dict`` observation, keys sorted). Rows are indexed, not sliced: no array views."""
+@njit("void(float32[:, ::1], int64, float64[:, ::1], float64[:, :, ::1], int64, int64, int64, int64, int64[:, ::1], float64, int64, int64, int64, int64, int64)", cache=True, forceinline=True, error_model="numpy")
+def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, n_utterance):
+    """Write row ``e``'s flat observation into ``O[e]`` from ``D[e]``, ``G[e]``, ``UNT[e]`` and
+    the turn the therapist answers (``client``: its speaker's slot or ``NOBODY``;
+    ``spoken_to``: whom it addressed, as :func:`spoken_to_bits`; ``utterance``: its type or
+    ``NOBODY``): distress, pattern one-hot, present, speaker, spoken_to, stance, tempo,
+    untended, utterance (gymnasium's ``flatten`` of the ``Dict`` observation, keys sorted).
+    Rows are indexed, not sliced: no array views."""
     cap = D.shape[1]
     for i in range(cap):
         O[e, i] = D[e, i]
@@ -617,6 +642,12 @@ def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_pattern
         O[e, off + i] = 1.0 if i < n else 0.0
     off += cap
     for i in range(cap):
+        O[e, off + i] = 1.0 if i == client else 0.0
+    off += cap
+    for i in range(cap + 2):
+        O[e, off + i] = 1.0 if (spoken_to >> i) & 1 else 0.0
+    off += cap + 2
+    for i in range(cap):
         for j in range(cap):
             O[e, off + i * cap + j] = G[e, i, j]
     off += cap * cap
@@ -626,6 +657,9 @@ def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_pattern
     for i in range(cap):
         x = UNT[e, i]
         O[e, off + i] = (0.1 * x if x < 10 else 1.0) if i < n else 0.0
+    off += cap
+    for u in range(n_utterance):
+        O[e, off + u] = 1.0 if u == utterance else 0.0
 
 
 @_compiled_part
@@ -638,11 +672,11 @@ def _read_distress(O, e, D, TR, n, sd, key, t):
 
 
 @_compiled_part
-def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, TR, reading_noise, key):
+def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, TR, reading_noise, key):
     """Write row ``e``'s flat observation (:func:`write_observation`), its distress read with
     ``reading_noise``. A start state (``t`` 0) is the seed dialogue's own annotation (already a
     reading, moved by the drawn clients' baseline): it is shown as it is."""
-    write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns)
+    write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, N_UTTERANCE)
     if reading_noise > 0.0 and t > 0:
         _read_distress(O, e, D, TR, n, reading_noise, key, t)
 
@@ -653,7 +687,7 @@ def _observe(S, P, n_patterns, sessions):
     before the loop, as in :func:`_transition`)."""
     O, D, G, UNT, TR = S.obs, S.distress, S.stance, S.untended, S.traits
     for e in sessions:
-        _observe_row(O, e, D, G, S.n[e], S.pattern[e], S.t[e], S.streak[e], UNT, P[P_HORIZON], n_patterns, TR, P[P_READING_NOISE], S.key[e])
+        _observe_row(O, e, D, G, S.n[e], S.pattern[e], S.t[e], S.streak[e], UNT, P[P_HORIZON], n_patterns, S.last_client[e], S.last_spoken_to[e], S.last_utterance[e], TR, P[P_READING_NOISE], S.key[e])
 
 
 @_compiled_part
@@ -776,6 +810,7 @@ def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns):
         S.streak[e] = streaks[k]
         S.t[e] = S.interventions[e] = S.invalid[e] = S.settled[e] = S.n_turns[e] = 0
         S.last_speaker[e] = S.last_strategy[e] = S.last_target[e] = KEEP
+        S.last_client[e], S.last_spoken_to[e], S.last_utterance[e] = ST.client[start], ST.spoken_to[start], ST.utterance[start]
         S.intervened[e] = S.step_invalid[e] = False
         S.sigma_return[e] = 0.0
         S.discount[e] = 1.0
@@ -952,13 +987,52 @@ class StartTable:
 
 def _empty_starts(n_starts: int, n_dialogues: int, cap: int) -> Starts:
     z = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
-    return Starts(z(n_starts), np.zeros((n_starts, cap)), np.zeros((n_starts, cap, cap)), z(n_starts), z(n_starts, cap), z(n_starts), z(n_dialogues), z(n_dialogues), z(n_dialogues))
+    return Starts(
+        z(n_starts), np.zeros((n_starts, cap)), np.zeros((n_starts, cap, cap)), z(n_starts), z(n_starts, cap), z(n_starts),
+        np.full(n_starts, NOBODY, np.int64), z(n_starts), np.full(n_starts, NOBODY, np.int64), z(n_dialogues), z(n_dialogues), z(n_dialogues),
+    )  # fmt: skip
+
+
+def turn_codes(st: GroupState, cap: int) -> tuple[int, int, int]:
+    """The turn the therapist answers in ``st`` as the core holds it: the latest client's
+    slot, whom the last row addressed (:func:`spoken_to_bits`), the last row's utterance type
+    (``NOBODY`` where unknown, e.g. before the first row or for a type outside the taxonomy)."""
+    index = {m: i for i, m in enumerate(st.members)}
+    client = index.get(st.last_client, NOBODY) if st.last_client is not None else NOBODY
+    utterance = UTTERANCE_TYPES.index(st.last_utterance_type) if st.last_utterance_type in UTTERANCE_TYPES else NOBODY
+    return client, spoken_to_bits(st.last_addressee, st.members, GROUP_LABELS[st.scenario], cap), utterance
+
+
+def spoken_to_bits(addressees: Sequence[str], members: Sequence[str], group_label: str, cap: int) -> int:
+    """Whom a row addressed, as bits: bit ``i`` member slot ``i``, bit ``cap`` the therapist,
+    bit ``cap + 1`` the whole group (names outside these are ignored)."""
+    bits = 0
+    for name in addressees:
+        if name in members:
+            bits |= 1 << members.index(name)
+        elif name == THERAPIST:
+            bits |= 1 << cap
+        elif name == group_label:
+            bits |= 1 << (cap + 1)
+    return bits
+
+
+def spoken_to_names(bits: int, members: Sequence[str], group_label: str, cap: int) -> tuple[str, ...]:
+    """The names of :func:`spoken_to_bits`' ``bits`` (members in slot order, the therapist,
+    the group)."""
+    names = [m for i, m in enumerate(members) if bits >> i & 1]
+    if bits >> cap & 1:
+        names.append(THERAPIST)
+    if bits >> (cap + 1) & 1:
+        names.append(group_label)
+    return tuple(names)
 
 
 def _put_start(a: Starts, s: int, st: GroupState, pattern: int) -> None:
     """Row ``s`` of the start arrays ``a`` from the state ``st`` (``pattern``: its index)."""
     n = st.n
     a.n[s], a.pattern[s], a.row[s] = n, pattern, st.row_index
+    a.client[s], a.spoken_to[s], a.utterance[s] = turn_codes(st, a.distress.shape[1])
     a.distress[s, :n] = st.distress
     a.stance[s, :n, :n] = st.stance
     a.untended[s, :n] = st.untended
@@ -1031,6 +1105,7 @@ def _new_state(N: int, cap: int, obs_dim: int) -> State:
         n=i64(N), distress=f64(N, cap), stance=f64(N, cap, cap), pattern=i64(N), untended=i64(N, cap), traits=traits,
         key=np.zeros(N, np.uint64), t=i64(N), streak=i64(N), interventions=i64(N), invalid=i64(N), settled=i64(N),
         row=i64(N), start=i64(N), last_speaker=i64(N), last_strategy=i64(N), last_target=i64(N),
+        last_client=np.full(N, NOBODY, np.int64), last_spoken_to=i64(N), last_utterance=np.full(N, NOBODY, np.int64),
         untended_turns=i64(N, cap), sigma_return=f64(N), discount=f64(N), sigma=f64(N, 4), peak=f64(N),
         n_turns=i64(N), turn_slot=i64(N, cap + 2), turn_type=i64(N, cap + 2), turn_addressee=i64(N, cap + 2),
         intervened=np.zeros(N, np.bool_), step_invalid=np.zeros(N, np.bool_), step_sigma=f64(N, 4),
@@ -1087,7 +1162,7 @@ class Core:
         self.set_heterogeneity(heterogeneity)
         self.set_reward(reward)
         self.set_episode_end(episode_end)
-        self.obs_dim = cap + self.n_patterns + 1 + cap + cap * cap + 2 + cap
+        self.obs_dim = cap + self.n_patterns + 1 + cap + cap + (cap + 2) + cap * cap + 2 + cap + N_UTTERANCE
         self.state = _new_state(N, cap, self.obs_dim)
         self.final = _new_final(self.state)
         self.start_arrays = starts.arrays if starts is not None else _empty_starts(1, 1, cap)
@@ -1245,7 +1320,9 @@ class Core:
             S.turn_slot[e, j], S.turn_type[e, j], S.turn_addressee[e, j] = slot, utype, addressee
         S.n_turns[e] = len(turns)
         if turns:
-            S.last_speaker[e] = turns[-1][0]
+            slot, utype, addressee = turns[-1]
+            S.last_speaker[e] = S.last_client[e] = slot
+            S.last_spoken_to[e], S.last_utterance[e] = _spoken_to_bit(addressee, self.cap), utype
 
     def step_seed(self, e: int) -> int:
         """A 31-bit seed for session ``e``'s current step drawn from its key (LLM calls)."""
@@ -1362,6 +1439,11 @@ class Core:
             st.row_index = int(S.row[e])
         if S.last_speaker[e] != KEEP:
             st.last_speaker = st.members[int(S.last_speaker[e])]
+        if S.t[e]:  # the turn the therapist answers now (a start keeps its seed rows' turn)
+            client, utterance = int(S.last_client[e]), int(S.last_utterance[e])
+            st.last_client = st.members[client] if client != NOBODY else None
+            st.last_addressee = spoken_to_names(int(S.last_spoken_to[e]), st.members, GROUP_LABELS[st.scenario], self.cap)
+            st.last_utterance_type = UTTERANCE_TYPES[utterance] if utterance != NOBODY else ""
         if S.last_strategy[e] != KEEP:
             st.last_strategy = self.encoding.strategy_names[int(S.last_strategy[e])]
             st.last_target = tuple(st.members[j] for j in self._slots[int(S.last_target[e])][n])

@@ -89,3 +89,22 @@ def test_actions_of_the_wrong_shape_are_refused_by_name():
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"actions must be a vector of 1 integers, got shape \(1, 2\)"):
         env.core.step(np.zeros((1, 2), np.int64))
+
+
+def test_turns_set_from_outside_are_the_turn_observed():
+    """LLM clients' turns (``set_turns``) replace the model's: the observation and the state
+    show the last of them (speaker, whom it addressed, its type)."""
+    from rescue_env.core import TO_GROUP
+
+    env = GroupSupportEnv("couple", terminate_on_settle=False)
+    env.reset(seed=2)
+    core = env.core
+    core.transition(np.zeros(1, np.int64))
+    core.set_turns(0, [(1, 2, 0), (0, 5, TO_GROUP)])
+    core.finish()
+    obs = env.observer.unflatten(core.obs[0])
+    assert obs["speaker"].tolist() == [1.0, 0.0]
+    assert obs["spoken_to"].tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert int(np.argmax(obs["utterance"])) == 5 and obs["utterance"].sum() == 1.0
+    st = core.state_view(0, env.session.state)
+    assert st.last_client == st.members[0] and st.last_addressee == ("Couple",)

@@ -48,7 +48,11 @@ class GroupSupportEnv(gym.Env):
     ``distress`` (N,) in [0, 1]; ``stance`` (N, N) in [−1, 1]; ``pattern`` one-hot over the
     scenario's patterns plus "no clear pattern"; ``present`` (N,) member mask;
     ``untended`` (N,) rows since each member was addressed / 10, capped at 1;
-    ``tempo`` (2,) = (t / horizon, consecutive interventions / 3 capped at 1).
+    ``tempo`` (2,) = (t / horizon, consecutive interventions / 3 capped at 1);
+    the turn the therapist answers: ``speaker`` (N,) one-hot of the client who spoke last,
+    ``spoken_to`` (N + 2,) whom that turn addressed (members, then the therapist, then the
+    whole group), ``utterance`` one-hot of its utterance type
+    (:data:`rescue_env.taxonomy.labels.UTTERANCE_TYPES`); all zero before any client spoke.
 
     ## Starting State
     A seed dialogue drawn uniformly, cut uniformly between ``min_prefix`` rows and its last row.

@@ -94,6 +94,24 @@ def test_observations_give_the_state_prior_without_the_turn(prior, seeds, scenar
         assert np.allclose(prior.action_probs_from_obs(obs, observer, enc)[0], prior.action_probs(sim, enc), atol=1e-6)
 
 
+def test_on_observations_the_prior_follows_the_client_who_spoke(prior, seeds):
+    """The observation carries the latest client: the prior on it addresses that partner more
+    than when the other partner spoke, as therapists do (the turn's best predictor)."""
+    enc = ActionEncoding("couple")
+    observer = Observer(enc, patterns("couple"), horizon=30)
+    states = [st for st in real_decisions(seeds, "couple").states if st.last_client in st.members and st.n == 2][:20]
+    assert states
+    t_a = enc.target_for_slots([0], 2)  # partner A alone
+    grid = lambda p: p[1:].reshape(enc.n_targets, -1).sum(axis=1)  # noqa: E731
+    for st in states:
+        by = {}
+        for m in st.members:
+            sim = replace(st, last_client=m, last_addressee=(), untended=np.minimum(st.untended, 10))
+            obs = spaces.flatten(observer.space, observer.observe_state(sim))[None]
+            by[m] = grid(prior.action_probs_from_obs(obs, observer, enc)[0])[t_a]
+        assert by[st.members[0]] > by[st.members[1]]
+
+
 def test_act_respects_the_mask(prior, seeds):
     agent = PriorAgent(prior, "family", seed=0)
     st = real_decisions(seeds, "family").states[5]

@@ -279,3 +279,32 @@ def test_an_out_of_range_action_names_the_range():
         with pytest.raises(ValueError, match=rf"out of range: Discrete\({n}\) takes 0..{n - 1}"):
             env.step(bad)
     env.step(np.int64(n - 1))  # numpy integers in range are actions
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_observation_shows_the_turn_the_therapist_answers(scenario):
+    """``speaker``, ``spoken_to`` and ``utterance`` are the last client turn of the step (the
+    transcript's last row), at reset the seed rows' latest client; the state agrees."""
+    from rescue_env.data.schema import GROUP_LABELS, THERAPIST
+    from rescue_env.taxonomy.labels import UTTERANCE_TYPES
+
+    env = GroupSupportEnv(scenario, record_transcript=True, horizon=12)
+    obs, info = env.reset(seed=1)
+    st = info["state"]
+    assert obs["speaker"].sum() == (st.last_client is not None)
+    if st.last_client is not None:
+        assert st.members[int(np.argmax(obs["speaker"]))] == st.last_client
+    cap = env.observation_space["speaker"].shape[0]
+    assert env.observation_space["spoken_to"].shape == (cap + 2,) and env.observation_space["utterance"].shape == (len(UTTERANCE_TYPES),)
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        obs, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        st, row = info["state"], info["rows"][-1]
+        assert env.observation_space.contains(obs)
+        assert row.primary_speaker in st.members and st.last_client == row.primary_speaker
+        assert obs["speaker"].tolist() == [float(m == row.primary_speaker) for m in st.members] + [0.0] * (cap - st.n)
+        names = [*st.members, *[None] * (cap - st.n), THERAPIST, GROUP_LABELS[scenario]]
+        assert {names[i] for i in np.flatnonzero(obs["spoken_to"])} == set(row.target) == set(st.last_addressee)
+        assert obs["utterance"].tolist() == [float(u == row.utterance_type) for u in UTTERANCE_TYPES]
+        if term or trunc:
+            break
