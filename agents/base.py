@@ -33,6 +33,16 @@ class PriorError(ValueError):
 class PriorFileNotFound(PriorError, FileNotFoundError):
     """The behaviour prior file named does not exist (also a ``FileNotFoundError``)."""
 
+
+class PolicyError(ValueError):
+    """A trained policy that cannot act here: its file is missing or is no saved model, or it
+    was trained for another scenario, group cap or observation layout. A user error (the
+    apps exit 2 with the message, which names the fix)."""
+
+
+class PolicyFileNotFound(PolicyError, FileNotFoundError):
+    """The policy file named does not exist (also a ``FileNotFoundError``)."""
+
 @dataclass(frozen=True)
 class Ranking:
     """An agent's view of what to do next in a state.

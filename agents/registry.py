@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from rescue_env.agents.base import PolicyError
 from rescue_env.data.schema import Dialogue
 from rescue_env.taxonomy.actions import ActionEncoding
 
 AGENT_NAMES = ("never", "random", "heuristic", "imitation", "ppo", "maskable_ppo", "policy", "llm")
+#: the agents that act with a trained policy file (``policy``: whichever algorithm saved it)
+LEARNED_AGENTS = ("ppo", "maskable_ppo", "policy")
 #: old names still accepted, with a deprecation message: old name -> name
 DEPRECATED_NAMES = {"trained": "policy"}
 
@@ -66,11 +69,11 @@ def make_agent(
             model = BehaviourPrior.fit(imitation_data, [scenario])
         # it samples its moves (a behaviour policy); its rank() is what the tasks score
         return PriorAgent(model, scenario, encoding, seed=seed)
-    if name in ("ppo", "maskable_ppo", "policy"):
+    if name in LEARNED_AGENTS:
         from rescue_env.agents.sb3 import SB3Agent, load_policy
 
         if not policy:
-            raise ValueError(f"agent {name!r} needs a trained policy file: set agent.policy=PATH.zip (or policy=PATH.zip for rollout)")
+            raise PolicyError(f"agent {name!r} needs a trained policy file: set agent.policy=PATH.zip (or policy=PATH.zip for rollout)")
         model = load_policy(policy, None if name == "policy" else name)
         # without an env's encoding the policy's own (its group cap) is used
         return SB3Agent(model, scenario, given, deterministic=deterministic, name=name, horizon=horizon)

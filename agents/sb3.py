@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from gymnasium import spaces as gym_spaces
 
-from rescue_env.agents.base import Ranking
+from rescue_env.agents.base import PolicyError, PolicyFileNotFound, Ranking
 from rescue_env.envs.common import Observer
 from rescue_env.state import GroupState
 from rescue_env.taxonomy.actions import ActionEncoding
@@ -55,7 +55,7 @@ def load_policy(path: str | Path, algo: str | None = None):
     ``None``: the algorithm recorded in the archive's data, MaskablePPO first)."""
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"policy file {p} does not exist (train one with `rescue train`)")
+        raise PolicyFileNotFound(f"policy file {p} does not exist (train one with `rescue train`)")
     if algo is not None:
         return algo_class(algo).load(p, device="cpu")
     errors = []
@@ -64,7 +64,7 @@ def load_policy(path: str | Path, algo: str | None = None):
             return algo_class(name).load(p, device="cpu")
         except Exception as exc:  # an archive of another algorithm does not load as this one
             errors.append(f"{name}: {type(exc).__name__}")
-    raise ValueError(f"{p} is not a saved model of {', '.join(ALGOS)} ({'; '.join(errors)})")
+    raise PolicyError(f"{p} is not a saved model of {', '.join(ALGOS)} ({'; '.join(errors)})")
 
 
 class SB3Agent:
@@ -83,9 +83,9 @@ class SB3Agent:
         if own is None:
             other = policy_scenario(model)
             what = f"a {other} policy" if other else f"a policy of {getattr(model.action_space, 'n', '?')} actions"
-            raise ValueError(f"this is {what}; it cannot act in the {scenario} scenario (train one with env={scenario})")
+            raise PolicyError(f"this is {what}; it cannot act in the {scenario} scenario (train one with env={scenario})")
         if encoding is not None and encoding.n_actions != own.n_actions:
-            raise ValueError(f"policy acts on {own.n_actions} actions (groups of at most {own.max_members}), the env has {encoding.n_actions}: set env.max_members={own.max_members} as in the run that trained it")
+            raise PolicyError(f"policy acts on {own.n_actions} actions (groups of at most {own.max_members}), the env has {encoding.n_actions}: set env.max_members={own.max_members} as in the run that trained it")
         #: the encoding the policy acts in (its group cap: ``env.max_members`` of its run)
         self.encoding = own
         self.deterministic = deterministic
@@ -95,7 +95,7 @@ class SB3Agent:
         space = model.observation_space
         self.flat = isinstance(space, gym_spaces.Box)
         if self.flat and space.shape != self.observer.flat_space.shape:
-            raise ValueError(f"policy takes observations of shape {space.shape}, the {scenario} env with groups of at most {own.max_members} gives {self.observer.flat_space.shape}: trained with another observation layout; retrain it")
+            raise PolicyError(f"policy takes observations of shape {space.shape}, the {scenario} env with groups of at most {own.max_members} gives {self.observer.flat_space.shape}: trained with another observation layout; retrain it")
 
     def reset(self, *, seed: int | None = None) -> None:
         pass

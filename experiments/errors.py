@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from rescue_env.agents.base import PriorError
+from rescue_env.agents.base import PolicyError, PriorError
 from rescue_env.data.errors import DataValidationError
 from rescue_env.llm.local_server import LocalServerError
 from rescue_env.rollout import RunFolderError
@@ -47,7 +47,7 @@ class ConfigError(UserError):
 #: Exceptions reported as user errors (exit 2) without a traceback.
 # (the embedded LLM server's: not installed, no model file, it would not start)
 # (a run folder holding both episodes files)
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, DataValidationError, LocalServerError, RunFolderError, PriorError)
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, DataValidationError, LocalServerError, RunFolderError, PriorError, PolicyError)
 
 # The worst outcome recorded by the jobs of this process (a sweep runs several): the
 # ``rescue`` entry point returns it once Hydra is done.

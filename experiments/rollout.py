@@ -40,6 +40,7 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from rescue_env.agents import make_agent
+from rescue_env.agents.registry import LEARNED_AGENTS
 from rescue_env.experiments.common import load_playable, run_dir
 from rescue_env.experiments.config import env_config, make_llm_backend, register_configs, reward_config
 from rescue_env.experiments.errors import EXIT_SOME_FAILED, UserError, record_outcome, user_errors
@@ -61,8 +62,10 @@ def agent_names(cfg: DictConfig) -> list[tuple[str, str | None]]:
     """(agent name, policy file) pairs to run."""
     if cfg.agent.name:
         return [(cfg.agent.name, cfg.agent.policy)]
-    names = [(str(a), None) for a in cfg.agents]
-    if cfg.policy:
+    # a learned agent named in ``agents`` plays the policy file given (policy= or agent.policy=)
+    given = cfg.policy or cfg.agent.policy
+    names = [(str(a), given if str(a) in LEARNED_AGENTS else None) for a in cfg.agents]
+    if cfg.policy and not any(a in LEARNED_AGENTS for a, _ in names):
         names.append(("policy", cfg.policy))  # the learned agent's one name (as in rescue train)
     return names
 
@@ -89,8 +92,10 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     client = client_from_config(cfg.llm) if uses_llm(cfg) else None
     if client is not None:
         client.start_server()  # llm=local: the server loads while the data, envs and agents are built
-    # every group must fit its env (env.max_members): an error naming the sample, never a cut
-    dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members)
+    # every group played must fit its env (env.max_members): an error naming the sample, never a
+    # cut; another scenario's groups (env=couple on data with families) are not played
+    played = None if cfg.env.scenario == "all" else cfg.env.scenario
+    dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members, played)
     # the imitation prior is fitted on every member of every group: no size limit there
     imitation_data = load_dialogues(cfg.imitation_data) if cfg.imitation_data else dialogues
     scenarios = select_scenarios(cfg.env.scenario, dialogues, source)
@@ -147,6 +152,12 @@ def play(
     if path.is_file() and path.name.endswith(".gz") != bool(cfg.compress):
         # a rerun keeps the folder's file as it is: one run's episodes stay in one file
         log.warning("%s already holds %s: the new episodes go there too (compress=%s applies to new run folders)", out, path.name, str(cfg.compress).lower())
+    make_env, make_agent = env_factory(cfg, dialogues, client), agent_factory(cfg, imitation_data, client)
+    for scenario, name in dict.fromkeys((job.scenario, job.agent) for job in jobs):
+        # built before the episodes file is opened: an agent that cannot serve one of the run's
+        # scenarios (a prior fitted on couples only, a policy of another layout) stops the run
+        # before anything is played or written
+        make_agent(scenario, name, make_env(scenario))
     with EpisodeJournal(path) as journal:
         done = journal.done
         bar = tqdm(total=len(jobs), initial=sum(job.key in done for job in jobs), desc="episodes", unit="ep", disable=not cfg.progress)
@@ -156,11 +167,6 @@ def play(
                 per_agent[rec.agent] = per_agent[rec.agent] + client.usage(rec.key)
             bar.update()
 
-        make_env, make_agent = env_factory(cfg, dialogues, client), agent_factory(cfg, imitation_data, client)
-        for scenario, name in dict.fromkeys((job.scenario, job.agent) for job in jobs if job.key not in done):
-            # built before the first episode: an agent that cannot serve one of the run's
-            # scenarios (a prior fitted on couples only) stops the run before anything is played
-            make_agent(scenario, name, make_env(scenario))
         try:
             outcome = run_episodes(
                 jobs, journal, make_env=make_env, make_agent=make_agent,

@@ -367,6 +367,42 @@ def test_rollout_with_a_trained_policy_adds_it(train_run, couple_seeds_jsonl, re
     assert (out / "plots" / "episode_policy.png").is_file()
 
 
+def test_a_learned_agent_named_in_agents_plays_the_policy_given(train_run, couple_seeds_jsonl, rescue, tmp_path):
+    """``agents=[heuristic,maskable_ppo] policy=P`` plays P as maskable_ppo (no second
+    "policy" agent); named without a file it stops before any episode with one line, exit 2."""
+    out = tmp_path / "named"
+    model = train_run.dir / "model.zip"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[never,maskable_ppo]", f"policy={model}", f"data.path={couple_seeds_jsonl}", "progress=false", "report=false"])
+    assert run.rc == 0, run.err[-2000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert list(m["agents"]) == ["never", "maskable_ppo"] and m["agents"]["maskable_ppo"]["failed"] == 0
+    run = rescue(["rollout", f"hydra.run.dir={tmp_path / 'none'}", "episodes=1", "agents=[never,maskable_ppo]", f"data.path={couple_seeds_jsonl}", "progress=false"])
+    assert run.rc == 2 and "Traceback" not in run.err and "needs a trained policy file" in run.err
+    assert not any((tmp_path / "none").glob("episodes.jsonl*"))
+
+
+def test_a_policy_of_another_observation_layout_is_a_user_error(couple_seeds_jsonl, rescue, tmp_path):
+    """A couple policy saved with the observation of an older layout (19 numbers, before the
+    turn was observed) stops the run with one line naming the fix."""
+    import gymnasium as gym
+    import numpy as np
+    from sb3_contrib import MaskablePPO
+
+    class OldLayout(gym.Env):
+        observation_space = gym.spaces.Box(0.0, 1.0, (19,), np.float32)
+        action_space = gym.spaces.Discrete(31)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(19, np.float32), {}
+
+        def step(self, action):
+            return np.zeros(19, np.float32), 0.0, True, False, {}
+
+    MaskablePPO("MlpPolicy", OldLayout(), device="cpu").save(tmp_path / "old.zip")
+    run = rescue(["rollout", f"hydra.run.dir={tmp_path / 'old'}", "episodes=1", "agents=[never]", f"policy={tmp_path / 'old.zip'}", f"data.path={couple_seeds_jsonl}", "progress=false"])
+    assert run.rc == 2 and "Traceback" not in run.err and "another observation layout; retrain it" in run.err, run.err[-1500:]
+
+
 def test_readme_rollout_with_a_trained_policy_on_the_default_seeds(train_run, rescue, tmp_path):
     out = tmp_path / "trained_default"
     run = rescue(["rollout", f"hydra.run.dir={out}", "episodes=1", "agents=[never]", f"policy={train_run.dir / 'model.zip'}", "progress=false"])
@@ -428,6 +464,15 @@ def test_rollout_refuses_the_three_partner_couple_by_name(real_more_path, rescue
     assert "Traceback" not in err and "aryn_josh_and_lorena/009_s04e09_ct34_segment04' has 3 members (Lorena, Aryn, Josh)" in err
     assert "env.max_members=3" in err
     assert not any(out.glob("episodes.jsonl*"))
+
+
+def test_env_couple_does_not_check_the_families_it_does_not_play(real_more_path, real_extra_path, rescue, tmp_path):
+    """``env=couple env.max_members=3`` on slices holding larger families plays the couples
+    (the families' sizes are no reason to stop)."""
+    out = tmp_path / "couples"
+    run = rescue(["rollout", f"hydra.run.dir={out}", "env=couple", "env.max_members=3", "episodes=1", "agents=[never]", f"data.path=[{real_more_path},{real_extra_path}]", "progress=false", "report=false"])
+    assert run.rc == 0, run.err[-2000:]
+    assert {o["scenario"] for o in lines_of(episodes_file(out))} == {"couple"}
 
 
 def test_rollout_on_several_paths_plays_every_member(real_more_path, real_subset_path, rescue, tmp_path):
