@@ -180,9 +180,9 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
 def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
     """A :class:`Batch` of flat env observations (``observer``: the env's ``Observer``; the
     flat layout is gymnasium's ``flatten`` of its ``Dict`` space, keys sorted). Of the turn,
-    the observation holds the latest client, whom the last row addressed and its utterance
-    type; the rest (the therapist's last move, the position, the session's style) is
-    ``nan``, which the heads read as its training mean."""
+    the observation holds the latest client, whom the last row addressed, its utterance type
+    and the therapist's last move; the rest (the position, the session's style) is ``nan``,
+    which the heads read as its training mean."""
     obs = np.asarray(obs, dtype=np.float64).reshape(len(obs), -1)
     parts, start = {}, 0
     for key, box in observer.space.spaces.items():
@@ -201,6 +201,10 @@ def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
     spoken = parts["spoken_to"]
     o = 2 + U + S + 1  # the position column (see batch_from_states)
     rows = np.flatnonzero(known)
+    # the therapist's last move (none yet: the "no strategy" column), known with the turn
+    last = parts["last_strategy"][rows]
+    turn[rows, 2 + U:2 + U + S + 1] = np.concatenate([last, (last.sum(axis=1) == 0)[:, None]], axis=1)
+    mt[rows, :, 1] = parts["last_target"][rows]
     turn[rows, 1:2 + U] = utt[rows]
     turn[rows, o + 1] = spoken[rows, cap]
     turn[rows, o + 2] = spoken[rows, cap + 1]

@@ -57,7 +57,7 @@ from rescue_env.dynamics.params import ScenarioParams
 from rescue_env.reward import RewardConfig
 from rescue_env.state import GroupState, StateTracker
 from rescue_env.taxonomy.actions import ActionEncoding
-from rescue_env.taxonomy.labels import UTTERANCE_TYPES
+from rescue_env.taxonomy.labels import UTTERANCE_TYPES, strategies
 
 
 class _CompileNotice:
@@ -131,6 +131,10 @@ class State(NamedTuple):
     last_client: np.ndarray  #: int64[N] slot of the latest client turn, or NOBODY
     last_spoken_to: np.ndarray  #: int64[N] whom that turn addressed, as bits (:func:`spoken_to_bits`)
     last_utterance: np.ndarray  #: int64[N] its utterance type, or NOBODY
+    # the therapist's last move as observed (``last_strategy``, ``last_target``): unlike the
+    # KEEP-marked fields above, set from the seed rows at a start too
+    move_strategy: np.ndarray  #: int64[N] strategy, or NOBODY
+    move_addressed: np.ndarray  #: int64[N] the members it addressed, bit i for slot i
     untended_turns: np.ndarray  #: int64[N, cap] steps each member went unaddressed
     sigma_return: np.ndarray  #: float64[N] discounted σ* return
     discount: np.ndarray  #: float64[N] gamma ** t
@@ -204,6 +208,8 @@ class Starts(NamedTuple):
     client: np.ndarray  #: the latest client turn before the cut (as ``State.last_client``)
     spoken_to: np.ndarray
     utterance: np.ndarray
+    strategy: np.ndarray  #: the therapist's last move before the cut (as ``State.move_strategy``)
+    addressed: np.ndarray
     first: np.ndarray
     count: np.ndarray
     low: np.ndarray
@@ -608,6 +614,12 @@ def _transition(S, T, W, actions, live):
         if intervene:
             _therapist_effect(D, G, TR, e, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
             S.last_strategy[e], S.last_target[e] = s, target
+            S.move_strategy[e] = s
+            bits = 0
+            for i in range(n):
+                if addressed[i]:
+                    bits |= 1 << i
+            S.move_addressed[e] = bits
         _bucket(D, e, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
         n_turns = _choose_turns(D, G, e, addressed, keys, n, key, step, P, T.second_turn[p], cum_utterance, p, kinds, BT, BA, TS, TT, TA)
         _hear_turns(D, G, e, n, n_turns, TS, TT, TA, utterance_effect)
@@ -623,18 +635,26 @@ def _transition(S, T, W, actions, live):
 
 
 # compiled as a _compiled_part, with a Python wrapper: Observer.observe_state calls it
-@njit("void(float32[:, ::1], int64, float64[:, ::1], float64[:, :, ::1], int64, int64, int64, int64, int64[:, ::1], float64, int64, int64, int64, int64, int64)", cache=True, forceinline=True, error_model="numpy")
-def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, n_utterance):
+@njit("void(float32[:, ::1], int64, float64[:, ::1], float64[:, :, ::1], int64, int64, int64, int64, int64[:, ::1], float64, int64, int64, int64, int64, int64, int64, int64, int64)", cache=True, forceinline=True, error_model="numpy")
+def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, n_utterance, strategy, addressed, n_strategies):
     """Write row ``e``'s flat observation into ``O[e]`` from ``D[e]``, ``G[e]``, ``UNT[e]`` and
     the turn the therapist answers (``client``: its speaker's slot or ``NOBODY``;
     ``spoken_to``: whom it addressed, as :func:`spoken_to_bits`; ``utterance``: its type or
-    ``NOBODY``): distress, pattern one-hot, present, speaker, spoken_to, stance, tempo,
+    ``NOBODY``) and the therapist's last move (``strategy``: its index or ``NOBODY``;
+    ``addressed``: the members it addressed, bit ``i`` for slot ``i``): distress,
+    last_strategy, last_target, pattern one-hot, present, speaker, spoken_to, stance, tempo,
     untended, utterance (gymnasium's ``flatten`` of the ``Dict`` observation, keys sorted).
     Rows are indexed, not sliced: no array views."""
     cap = D.shape[1]
     for i in range(cap):
         O[e, i] = D[e, i]
     off = cap
+    for q in range(n_strategies):
+        O[e, off + q] = 1.0 if q == strategy else 0.0
+    off += n_strategies
+    for i in range(cap):
+        O[e, off + i] = 1.0 if (addressed >> i) & 1 else 0.0
+    off += cap
     for q in range(n_patterns + 1):
         O[e, off + q] = 1.0 if q == pattern else 0.0
     off += n_patterns + 1
@@ -672,22 +692,22 @@ def _read_distress(O, e, D, TR, n, sd, key, t):
 
 
 @_compiled_part
-def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, TR, reading_noise, key):
+def _observe_row(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, strategy, addressed, n_strategies, TR, reading_noise, key):
     """Write row ``e``'s flat observation (:func:`write_observation`), its distress read with
     ``reading_noise``. A start state (``t`` 0) is the seed dialogue's own annotation (already a
     reading, moved by the drawn clients' baseline): it is shown as it is."""
-    write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, N_UTTERANCE)
+    write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, N_UTTERANCE, strategy, addressed, n_strategies)
     if reading_noise > 0.0 and t > 0:
         _read_distress(O, e, D, TR, n, reading_noise, key, t)
 
 
 @njit(cache=True, inline="always")
-def _observe(S, P, n_patterns, sessions):
+def _observe(S, P, n_patterns, n_strategies, sessions):
     """Write the flat observations of ``sessions`` into their rows of ``obs`` (arrays bound
     before the loop, as in :func:`_transition`)."""
     O, D, G, UNT, TR = S.obs, S.distress, S.stance, S.untended, S.traits
     for e in sessions:
-        _observe_row(O, e, D, G, S.n[e], S.pattern[e], S.t[e], S.streak[e], UNT, P[P_HORIZON], n_patterns, S.last_client[e], S.last_spoken_to[e], S.last_utterance[e], TR, P[P_READING_NOISE], S.key[e])
+        _observe_row(O, e, D, G, S.n[e], S.pattern[e], S.t[e], S.streak[e], UNT, P[P_HORIZON], n_patterns, S.last_client[e], S.last_spoken_to[e], S.last_utterance[e], S.move_strategy[e], S.move_addressed[e], n_strategies, TR, P[P_READING_NOISE], S.key[e])
 
 
 @_compiled_part
@@ -714,7 +734,7 @@ def _sigma_star(D, G, e, n, intervened, P, C):
 
 
 @njit(cache=True, inline="always")
-def _finish(S, P, n_patterns, live):
+def _finish(S, P, n_patterns, n_strategies, live):
     """σ* of the states sessions ``live`` reached and their episodes' book, end, observation."""
     D, G, step_sigma = S.distress, S.stance, S.step_sigma
     for e in live:
@@ -731,7 +751,7 @@ def _finish(S, P, n_patterns, live):
         term = P[P_TERMINATE] != 0.0 and settled >= P[P_SETTLE_STEPS]
         S.terminated[e] = term
         S.truncated[e] = (not term) and S.t[e] >= P[P_HORIZON]
-    _observe(S, P, n_patterns, live)
+    _observe(S, P, n_patterns, n_strategies, live)
 
 
 # -- fresh episodes ----------------------------------------------------------------------------
@@ -792,7 +812,7 @@ def _copy_start(D0, G0, UNT0, s, n, D, G, UNT, UT, TR, e, baseline):
 
 
 @njit(cache=True, inline="always")
-def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns):
+def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns, n_strategies):
     """Start ``sessions`` (their keys already set): session ``sessions[k]`` from seed dialogue
     ``dialogues[k]`` cut at ``rows[k]`` (:func:`_draw_start`) with the therapist's
     ``streaks[k]``; the clients' traits are drawn from the key, and with ``baseline`` their
@@ -811,6 +831,7 @@ def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns):
         S.t[e] = S.interventions[e] = S.invalid[e] = S.settled[e] = S.n_turns[e] = 0
         S.last_speaker[e] = S.last_strategy[e] = S.last_target[e] = KEEP
         S.last_client[e], S.last_spoken_to[e], S.last_utterance[e] = ST.client[start], ST.spoken_to[start], ST.utterance[start]
+        S.move_strategy[e], S.move_addressed[e] = ST.strategy[start], ST.addressed[start]
         S.intervened[e] = S.step_invalid[e] = False
         S.sigma_return[e] = 0.0
         S.discount[e] = 1.0
@@ -818,7 +839,7 @@ def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns):
             S.sigma[e, c] = S.step_sigma[e, c] = 0.0
         _draw_traits(S.traits, e, n, S.key[e], P)
         S.peak[e] = _copy_start(ST.distress, ST.stance, ST.untended, start, n, S.distress, S.stance, S.untended, S.untended_turns, S.traits, e, baseline)
-    _observe(S, P, n_patterns, sessions)
+    _observe(S, P, n_patterns, n_strategies, sessions)
 
 
 @njit(cache=True, inline="always")
@@ -899,6 +920,7 @@ def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_p
     numbers do not depend on the order)."""
     S, X, T, ST = State(*s), Final(*x), Tables(*t), Starts(*st)
     P = T.params
+    n_strategies = T.soften.shape[0]
     starting = task == _RESET or task == _LOAD
     fresh = idx  # the sessions that start an episode in this call
     if not starting:
@@ -909,7 +931,7 @@ def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_p
             W = Scratch(np.zeros(cap, np.bool_), np.zeros(cap), np.zeros(cap), np.zeros(cap + cap * cap + 1))
             _transition(S, T, W, actions, live)
         if task != _TRANSITION:
-            _finish(S, P, n_patterns, live)
+            _finish(S, P, n_patterns, n_strategies, live)
         if task == _STEP and mode == SAME_STEP:
             fresh = _split_ended(live, S.terminated, S.truncated)[1]
             _keep_final(S, X, fresh)  # this call's outputs stay the ended episodes'
@@ -918,7 +940,7 @@ def _kernel(task, mode, idx, actions, dialogues, rows, streaks, s, x, t, st, n_p
         dialogues = rows = np.full(fresh.shape[0], -1, np.int64)
         streaks = np.zeros(fresh.shape[0], np.int64)
     if fresh.shape[0]:  # each phase called hands the structures over: only when it has work
-        _begin(S, P, ST, fresh, dialogues, rows, streaks, task != _LOAD, n_patterns)
+        _begin(S, P, ST, fresh, dialogues, rows, streaks, task != _LOAD, n_patterns, n_strategies)
         if starting or mode == NEXT_STEP:
             _clear(S, fresh)
 
@@ -989,8 +1011,18 @@ def _empty_starts(n_starts: int, n_dialogues: int, cap: int) -> Starts:
     z = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
     return Starts(
         z(n_starts), np.zeros((n_starts, cap)), np.zeros((n_starts, cap, cap)), z(n_starts), z(n_starts, cap), z(n_starts),
-        np.full(n_starts, NOBODY, np.int64), z(n_starts), np.full(n_starts, NOBODY, np.int64), z(n_dialogues), z(n_dialogues), z(n_dialogues),
+        np.full(n_starts, NOBODY, np.int64), z(n_starts), np.full(n_starts, NOBODY, np.int64), np.full(n_starts, NOBODY, np.int64), z(n_starts),
+        z(n_dialogues), z(n_dialogues), z(n_dialogues),
     )  # fmt: skip
+
+
+def move_codes(st: GroupState) -> tuple[int, int]:
+    """The therapist's last move in ``st`` as the core holds it: its strategy's index
+    (``NOBODY`` where none, or outside the taxonomy) and the members it addressed (bit ``i``
+    for slot ``i``)."""
+    names = strategies(st.scenario)
+    strategy = names.index(st.last_strategy) if st.last_strategy in names else NOBODY
+    return strategy, sum(1 << st.members.index(m) for m in set(st.last_target) if m in st.members)
 
 
 def turn_codes(st: GroupState, cap: int) -> tuple[int, int, int]:
@@ -1033,6 +1065,7 @@ def _put_start(a: Starts, s: int, st: GroupState, pattern: int) -> None:
     n = st.n
     a.n[s], a.pattern[s], a.row[s] = n, pattern, st.row_index
     a.client[s], a.spoken_to[s], a.utterance[s] = turn_codes(st, a.distress.shape[1])
+    a.strategy[s], a.addressed[s] = move_codes(st)
     a.distress[s, :n] = st.distress
     a.stance[s, :n, :n] = st.stance
     a.untended[s, :n] = st.untended
@@ -1106,6 +1139,7 @@ def _new_state(N: int, cap: int, obs_dim: int) -> State:
         key=np.zeros(N, np.uint64), t=i64(N), streak=i64(N), interventions=i64(N), invalid=i64(N), settled=i64(N),
         row=i64(N), start=i64(N), last_speaker=i64(N), last_strategy=i64(N), last_target=i64(N),
         last_client=np.full(N, NOBODY, np.int64), last_spoken_to=i64(N), last_utterance=np.full(N, NOBODY, np.int64),
+        move_strategy=np.full(N, NOBODY, np.int64), move_addressed=i64(N),
         untended_turns=i64(N, cap), sigma_return=f64(N), discount=f64(N), sigma=f64(N, 4), peak=f64(N),
         n_turns=i64(N), turn_slot=i64(N, cap + 2), turn_type=i64(N, cap + 2), turn_addressee=i64(N, cap + 2),
         intervened=np.zeros(N, np.bool_), step_invalid=np.zeros(N, np.bool_), step_sigma=f64(N, 4),
@@ -1162,7 +1196,7 @@ class Core:
         self.set_heterogeneity(heterogeneity)
         self.set_reward(reward)
         self.set_episode_end(episode_end)
-        self.obs_dim = cap + self.n_patterns + 1 + cap + cap + (cap + 2) + cap * cap + 2 + cap + N_UTTERANCE
+        self.obs_dim = cap + encoding.n_strategies + cap + self.n_patterns + 1 + cap + cap + (cap + 2) + cap * cap + 2 + cap + N_UTTERANCE
         self.state = _new_state(N, cap, self.obs_dim)
         self.final = _new_final(self.state)
         self.start_arrays = starts.arrays if starts is not None else _empty_starts(1, 1, cap)

@@ -16,7 +16,7 @@ from rescue_env.data.loader import load_dialogues, resolve_data_path
 from rescue_env.data.schema import Dialogue
 from rescue_env.config import EnvSpec
 from rescue_env.concurrency import call_blocking
-from rescue_env.core import Core, StartTable, turn_codes, write_observation
+from rescue_env.core import Core, StartTable, move_codes, turn_codes, write_observation
 from rescue_env.data.schema import Row
 from rescue_env.dynamics.base import Behaviour, ClientBackend, ClientTurn, TherapistMove
 from rescue_env.dynamics.calibrated import CalibratedModel
@@ -243,6 +243,7 @@ class Observer:
 
     def __init__(self, encoding: ActionEncoding, patterns: Sequence[str], horizon: int):
         self.cap = encoding.max_members
+        self.n_strategies = encoding.n_strategies
         self.patterns = tuple(patterns)
         self._index = {p: i for i, p in enumerate(self.patterns)}
         self.horizon = horizon
@@ -255,6 +256,9 @@ class Observer:
                 "present": spaces.Box(0.0, 1.0, (cap,), np.float32),
                 "untended": spaces.Box(0.0, 1.0, (cap,), np.float32),
                 "tempo": spaces.Box(0.0, 1.0, (2,), np.float32),
+                # the therapist's own last move: its strategy and whom it addressed
+                "last_strategy": spaces.Box(0.0, 1.0, (encoding.n_strategies,), np.float32),
+                "last_target": spaces.Box(0.0, 1.0, (cap,), np.float32),
                 # the turn the therapist answers: who spoke last, to whom, how
                 "speaker": spaces.Box(0.0, 1.0, (cap,), np.float32),
                 "spoken_to": spaces.Box(0.0, 1.0, (cap + 2,), np.float32),
@@ -264,7 +268,7 @@ class Observer:
         # The flat layout is gymnasium's ``spaces.flatten`` of the Dict (keys in sorted order),
         # so a policy trained on the vector envs' flat vectors acts on ``flatten(space, obs)``.
         self.flat_space = spaces.flatten_space(self.space)
-        assert list(self.space.spaces) == ["distress", "pattern", "present", "speaker", "spoken_to", "stance", "tempo", "untended", "utterance"]
+        assert list(self.space.spaces) == ["distress", "last_strategy", "last_target", "pattern", "present", "speaker", "spoken_to", "stance", "tempo", "untended", "utterance"]
         self._slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
         start = 0
         for key, box in self.space.spaces.items():
@@ -302,5 +306,9 @@ class Observer:
         k = self._index.get(st.pattern, len(self.patterns)) if st.pattern else len(self.patterns)
         flat = np.zeros((1, *self.flat_space.shape), np.float32)
         client, spoken_to, utterance = turn_codes(st, cap)
-        write_observation(flat, 0, d[None], g[None], n, k, t, streak, unt[None], float(self.horizon), len(self.patterns), client, spoken_to, utterance, len(UTTERANCE_TYPES))
+        strategy, addressed = move_codes(st)
+        write_observation(
+            flat, 0, d[None], g[None], n, k, t, streak, unt[None], float(self.horizon), len(self.patterns),
+            client, spoken_to, utterance, len(UTTERANCE_TYPES), strategy, addressed, self.n_strategies,
+        )  # fmt: skip
         return self.unflatten(flat[0])

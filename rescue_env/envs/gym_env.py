@@ -49,7 +49,9 @@ class GroupSupportEnv(gym.Env):
     scenario's patterns plus "no clear pattern"; ``present`` (N,) member mask;
     ``untended`` (N,) rows since each member was addressed / 10, capped at 1;
     ``tempo`` (2,) = (t / horizon, consecutive interventions / 3 capped at 1);
-    the turn the therapist answers: ``speaker`` (N,) one-hot of the client who spoke last,
+    the therapist's own last move: ``last_strategy`` one-hot over the strategies,
+    ``last_target`` (N,) the members it addressed (both zero before any move; at reset, the
+    seed rows'); the turn the therapist answers: ``speaker`` (N,) one-hot of the client who spoke last,
     ``spoken_to`` (N + 2,) whom that turn addressed (members, then the therapist, then the
     whole group), ``utterance`` one-hot of its utterance type
     (:data:`rescue_env.taxonomy.labels.UTTERANCE_TYPES`); all zero before any client spoke.

@@ -298,7 +298,8 @@ def test_the_observation_shows_the_turn_the_therapist_answers(scenario):
     assert env.observation_space["spoken_to"].shape == (cap + 2,) and env.observation_space["utterance"].shape == (len(UTTERANCE_TYPES),)
     rng = np.random.default_rng(0)
     for _ in range(12):
-        obs, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        obs, _, term, trunc, info = env.step(action)
         st, row = info["state"], info["rows"][-1]
         assert env.observation_space.contains(obs)
         assert row.primary_speaker in st.members and st.last_client == row.primary_speaker
@@ -306,5 +307,11 @@ def test_the_observation_shows_the_turn_the_therapist_answers(scenario):
         names = [*st.members, *[None] * (cap - st.n), THERAPIST, GROUP_LABELS[scenario]]
         assert {names[i] for i in np.flatnonzero(obs["spoken_to"])} == set(row.target) == set(st.last_addressee)
         assert obs["utterance"].tolist() == [float(u == row.utterance_type) for u in UTTERANCE_TYPES]
+        # the therapist's own last move: this step's when it spoke, else the one before
+        strategies = env.unwrapped.encoding.strategy_names
+        assert obs["last_strategy"].tolist() == [float(x == st.last_strategy) for x in strategies]
+        assert obs["last_target"].tolist() == [float(m in st.last_target) for m in st.members] + [0.0] * (cap - st.n)
+        if info["intervened"]:
+            assert st.last_strategy == strategies[env.unwrapped.encoding.decode(action).strategy]
         if term or trunc:
             break
