@@ -14,8 +14,8 @@ from rescue_env.atomic import save_figure
 def plot_frontier(result: dict[str, Any], path: Path) -> Path:
     """Two panels (STP R@1 and SSP R@1 on held-out real dialogues, x) against the σ* margin over
     the heuristic on held-out simulated episodes (y), one point per group of the summary
-    (mean over seeds, labelled by its swept settings); the behaviour prior's agreement drawn as
-    a vertical line for reference."""
+    (mean over seeds, labelled by its swept settings); the behaviour prior's and the majority
+    baseline's agreement drawn as vertical lines for reference."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,6 +32,9 @@ def plot_frontier(result: dict[str, Any], path: Path) -> Path:
             ax.annotate(" ".join(f"{k.split('.')[-1]}={r[k]}" for k in by), (r[metric], r["delta_mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         if prior:
             ax.axvline(sum(r[metric] for r in prior) / len(prior), color="tab:green", ls="--", label="behaviour prior")
+        majority = [r[f"majority_{metric}"] for r in rows if f"majority_{metric}" in r]
+        if majority:
+            ax.axvline(sum(majority) / len(majority), color="tab:red", ls=":", label="majority baseline")
         ax.axhline(0.0, color="grey", lw=0.8)
         ax.set_xlabel(f"{label}, held-out real dialogues")
         ax.legend(fontsize=8)

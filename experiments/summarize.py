@@ -259,6 +259,10 @@ def summarize(
                 vals = [j.agreement[source][metric] for j in members if source and source in j.agreement]
                 if vals:
                     row[metric] = float(np.mean(vals))
+                # the majority baseline on the same held-out dialogues: the level to reach
+                base = [j.agreement["majority"][metric] for j in members if agent == "policy" and "majority" in j.agreement]
+                if base:
+                    row[f"majority_{metric}"] = float(np.mean(base))
             rows.append(row)
             matrices[str(len(rows) - 1)] = np.asarray(values, dtype=float)[:, None]  # (seeds, 1 task)
     for i, (point, low, high) in iqm_intervals(matrices, reps).items():

@@ -313,6 +313,12 @@ def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     for who in ("policy", "prior", "majority"):
         assert {"itp_f1", "stp_r1", "ssp_r1"} <= set(agree[who]) and agree[who]["n"]["stp"] > 0
     assert "agreement with real therapists" in run.out + run.err
+    # summarize puts both axes and the majority's level on the policy's row, and draws them
+    run = rescue(["summarize", str(out)])
+    assert run.rc == 0, run.err[-2000:]
+    row = next(r for r in json.loads((out / "summary.json").read_text())["rows"] if r["agent"] == "policy")
+    assert row["stp_r1"] == agree["policy"]["stp_r1"] and row["majority_ssp_r1"] == agree["majority"]["ssp_r1"]
+    assert (out / "frontier.png").stat().st_size > 0
     # a saved prior is read, not refitted
     again = tmp_path / "again"
     run = rescue(["train", f"hydra.run.dir={again}", *args, f"prior.path={out / 'prior.json'}"])
