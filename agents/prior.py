@@ -34,14 +34,14 @@ option for the target: its distress, whether it holds the worst-off member, its 
 turns, its members' stances), stances, untended turns (the fewest: the therapist's rhythm),
 and the *turn*: whether the therapist spoke last, who the latest client speaker was and
 whom the last row addressed, its utterance type, the therapist's last strategy and target, the row's position in the
-session. The simulator's observation carries part of the turn (the latest client, whom the
-last row addressed, its utterance type), so on observations
+session. The simulator's observation carries part of the turn (the therapist's last move, the
+latest client, whom the last row addressed, its utterance type), so on observations
 (:meth:`BehaviourPrior.action_probs_from_obs`) those features are read from it and the rest
 take their training mean: the prior there is the real therapists' move given what a policy sees.
 
 **Why scikit-learn and not a torch network of the policy's shape.** Some turn features
-that predict real therapists (the therapist's own last move, the session's style so far) are
-not in the policy's observation, so a network of the policy's shape could not use them.
+that predict real therapists (the position in the session, its style so far) are not in
+the policy's observation, so a network of the policy's shape could not use them.
 About 1,000 real decisions fit a regularised linear model well; its maximum-likelihood fit
 (a proper scoring rule) gives calibrated probabilities without the held-out calibration set
 that ``CalibratedClassifierCV`` would take from so little data (checked by a reliability
