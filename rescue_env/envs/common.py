@@ -277,9 +277,10 @@ class Observer:
             start += size
 
     def unflatten(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        """The ``Dict`` observation of a flat one (views of one copy of ``flat``)."""
+        """The ``Dict`` observation of a flat one (views of one copy of ``flat``; only the
+        stance matrix is reshaped: a reshape per key was half of this call)."""
         flat = flat.copy()
-        return {key: flat[sl].reshape(shape) for key, (sl, shape) in self._slices.items()}
+        return {key: flat[sl] if len(shape) == 1 else flat[sl].reshape(shape) for key, (sl, shape) in self._slices.items()}
 
     def unflatten_batch(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         """The batched ``Dict`` observation of ``(N, D)`` flat ones: ``(N, *shape)`` views of
