@@ -125,16 +125,14 @@ class State(NamedTuple):
     row: np.ndarray  #: int64[N] transcript row count
     start: np.ndarray  #: int64[N] start-table row of the episode
     last_speaker: np.ndarray  #: int64[N] slot, or KEEP
-    last_strategy: np.ndarray  #: int64[N] strategy, or KEEP
-    last_target: np.ndarray  #: int64[N] target option, or KEEP
     # the turn the therapist answers (observed: ``speaker``, ``spoken_to``, ``utterance``)
     last_client: np.ndarray  #: int64[N] slot of the latest client turn, or NOBODY
     last_spoken_to: np.ndarray  #: int64[N] whom that turn addressed, as bits (:func:`spoken_to_bits`)
     last_utterance: np.ndarray  #: int64[N] its utterance type, or NOBODY
-    # the therapist's last move as observed (``last_strategy``, ``last_target``): unlike the
-    # KEEP-marked fields above, set from the seed rows at a start too
-    move_strategy: np.ndarray  #: int64[N] strategy, or NOBODY
-    move_addressed: np.ndarray  #: int64[N] the members it addressed, bit i for slot i
+    # the therapist's last move (observed: ``last_strategy``, ``last_target``), set from the
+    # seed rows at a start
+    last_strategy: np.ndarray  #: int64[N] strategy, or NOBODY
+    last_addressed: np.ndarray  #: int64[N] the members it addressed, bit i for slot i
     untended_turns: np.ndarray  #: int64[N, cap] steps each member went unaddressed
     sigma_return: np.ndarray  #: float64[N] discounted σ* return
     discount: np.ndarray  #: float64[N] gamma ** t
@@ -208,7 +206,7 @@ class Starts(NamedTuple):
     client: np.ndarray  #: the latest client turn before the cut (as ``State.last_client``)
     spoken_to: np.ndarray
     utterance: np.ndarray
-    strategy: np.ndarray  #: the therapist's last move before the cut (as ``State.move_strategy``)
+    strategy: np.ndarray  #: the therapist's last move before the cut (as ``State.last_strategy``)
     addressed: np.ndarray
     first: np.ndarray
     count: np.ndarray
@@ -609,17 +607,16 @@ def _transition(S, T, W, actions, live):
     cum_utterance, kinds, utterance_effect, cum_transition, fatigue_pow = T.cum_utterance, T.utterance_kind, T.utterance_effect, T.cum_transition, T.fatigue_pow
     for e in live:
         n, p, key, step = S.n[e], S.pattern[e], S.key[e], S.t[e]
-        intervene, invalid, s, target, k = _decode(actions[e], n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed)
+        intervene, invalid, s, _, k = _decode(actions[e], n, act_intervene, act_target, act_strategy, target_valid, target_slots, addressed)
         mult = fatigue_pow[min(S.streak[e], fatigue_pow.shape[0] - 1)] if intervene else 0.0
         if intervene:
             _therapist_effect(D, G, TR, e, addressed, n, k, P, T.effect[p, s], T.effect_sd[p, s], T.soften[s], mult, key, step)
-            S.last_strategy[e], S.last_target[e] = s, target
-            S.move_strategy[e] = s
+            S.last_strategy[e] = s
             bits = 0
             for i in range(n):
                 if addressed[i]:
                     bits |= 1 << i
-            S.move_addressed[e] = bits
+            S.last_addressed[e] = bits
         _bucket(D, e, addressed, n, 1.0 + P[P_GROWTH], T.pressure[p])
         n_turns = _choose_turns(D, G, e, addressed, keys, n, key, step, P, T.second_turn[p], cum_utterance, p, kinds, BT, BA, TS, TT, TA)
         _hear_turns(D, G, e, n, n_turns, TS, TT, TA, utterance_effect)
@@ -707,7 +704,7 @@ def _observe(S, P, n_patterns, n_strategies, sessions):
     before the loop, as in :func:`_transition`)."""
     O, D, G, UNT, TR = S.obs, S.distress, S.stance, S.untended, S.traits
     for e in sessions:
-        _observe_row(O, e, D, G, S.n[e], S.pattern[e], S.t[e], S.streak[e], UNT, P[P_HORIZON], n_patterns, S.last_client[e], S.last_spoken_to[e], S.last_utterance[e], S.move_strategy[e], S.move_addressed[e], n_strategies, TR, P[P_READING_NOISE], S.key[e])
+        _observe_row(O, e, D, G, S.n[e], S.pattern[e], S.t[e], S.streak[e], UNT, P[P_HORIZON], n_patterns, S.last_client[e], S.last_spoken_to[e], S.last_utterance[e], S.last_strategy[e], S.last_addressed[e], n_strategies, TR, P[P_READING_NOISE], S.key[e])
 
 
 @_compiled_part
@@ -829,9 +826,9 @@ def _begin(S, P, ST, sessions, dialogues, rows, streaks, baseline, n_patterns, n
         S.start[e] = start
         S.streak[e] = streaks[k]
         S.t[e] = S.interventions[e] = S.invalid[e] = S.settled[e] = S.n_turns[e] = 0
-        S.last_speaker[e] = S.last_strategy[e] = S.last_target[e] = KEEP
+        S.last_speaker[e] = KEEP
         S.last_client[e], S.last_spoken_to[e], S.last_utterance[e] = ST.client[start], ST.spoken_to[start], ST.utterance[start]
-        S.move_strategy[e], S.move_addressed[e] = ST.strategy[start], ST.addressed[start]
+        S.last_strategy[e], S.last_addressed[e] = ST.strategy[start], ST.addressed[start]
         S.intervened[e] = S.step_invalid[e] = False
         S.sigma_return[e] = 0.0
         S.discount[e] = 1.0
@@ -1137,9 +1134,9 @@ def _new_state(N: int, cap: int, obs_dim: int) -> State:
     return State(
         n=i64(N), distress=f64(N, cap), stance=f64(N, cap, cap), pattern=i64(N), untended=i64(N, cap), traits=traits,
         key=np.zeros(N, np.uint64), t=i64(N), streak=i64(N), interventions=i64(N), invalid=i64(N), settled=i64(N),
-        row=i64(N), start=i64(N), last_speaker=i64(N), last_strategy=i64(N), last_target=i64(N),
+        row=i64(N), start=i64(N), last_speaker=i64(N),
         last_client=np.full(N, NOBODY, np.int64), last_spoken_to=i64(N), last_utterance=np.full(N, NOBODY, np.int64),
-        move_strategy=np.full(N, NOBODY, np.int64), move_addressed=i64(N),
+        last_strategy=np.full(N, NOBODY, np.int64), last_addressed=i64(N),
         untended_turns=i64(N, cap), sigma_return=f64(N), discount=f64(N), sigma=f64(N, 4), peak=f64(N),
         n_turns=i64(N), turn_slot=i64(N, cap + 2), turn_type=i64(N, cap + 2), turn_addressee=i64(N, cap + 2),
         intervened=np.zeros(N, np.bool_), step_invalid=np.zeros(N, np.bool_), step_sigma=f64(N, 4),
@@ -1183,8 +1180,6 @@ class Core:
             raise ValueError(f"the core holds groups of at most {(_N_STANDARD - _U_EFFECT) // 2}, the encoding asks for {cap}")
         self.patterns = tuple(params.patterns)
         self.n_patterns = len(self.patterns)
-        #: member slots of each target option, by group size
-        self._slots = [[() if n == 0 else encoding.target_slots(t, n) for n in range(cap + 1)] for t in range(encoding.n_targets)]
         self.mask_table = np.zeros((cap + 1, encoding.n_actions), np.bool_)
         self.factored_tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for n in range(1, cap + 1):
@@ -1478,6 +1473,7 @@ class Core:
             st.last_client = st.members[client] if client != NOBODY else None
             st.last_addressee = spoken_to_names(int(S.last_spoken_to[e]), st.members, GROUP_LABELS[st.scenario], self.cap)
             st.last_utterance_type = UTTERANCE_TYPES[utterance] if utterance != NOBODY else ""
-        if S.last_strategy[e] != KEEP:
+        if S.t[e] and S.last_strategy[e] != NOBODY:  # a start (or a strategy outside the taxonomy) keeps the seed rows' move
             st.last_strategy = self.encoding.strategy_names[int(S.last_strategy[e])]
-            st.last_target = tuple(st.members[j] for j in self._slots[int(S.last_target[e])][n])
+            bits = int(S.last_addressed[e])
+            st.last_target = tuple(m for i, m in enumerate(st.members) if bits >> i & 1)
