@@ -631,6 +631,24 @@ def _transition(S, T, W, actions, live):
 # -- σ*, episode end, observation ------------------------------------------------------------
 
 
+def observation_layout(cap: int, n_patterns: int, n_strategies: int) -> dict[str, tuple[int, ...]]:
+    """The parts of the flat observation and their shapes, in the order :func:`write_observation`
+    writes them (their names sorted: gymnasium's ``flatten`` of the env's ``Dict`` space)."""
+    return {
+        "distress": (cap,),
+        "last_strategy": (n_strategies,),  # the therapist's own last move: its strategy,
+        "last_target": (cap,),  # whom it addressed
+        "pattern": (n_patterns + 1,),  # one-hot, the last: no clear pattern
+        "present": (cap,),
+        "speaker": (cap,),  # the turn the therapist answers: who spoke last,
+        "spoken_to": (cap + 2,),  # to whom (members, the therapist, the group),
+        "stance": (cap, cap),
+        "tempo": (2,),
+        "untended": (cap,),
+        "utterance": (N_UTTERANCE,),  # how (its utterance type)
+    }
+
+
 # compiled as a _compiled_part, with a Python wrapper: Observer.observe_state calls it
 @njit("void(float32[:, ::1], int64, float64[:, ::1], float64[:, :, ::1], int64, int64, int64, int64, int64[:, ::1], float64, int64, int64, int64, int64, int64, int64, int64, int64)", cache=True, forceinline=True, error_model="numpy")
 def write_observation(O, e, D, G, n, pattern, t, streak, UNT, horizon, n_patterns, client, spoken_to, utterance, n_utterance, strategy, addressed, n_strategies):
@@ -1191,7 +1209,7 @@ class Core:
         self.set_heterogeneity(heterogeneity)
         self.set_reward(reward)
         self.set_episode_end(episode_end)
-        self.obs_dim = cap + encoding.n_strategies + cap + self.n_patterns + 1 + cap + cap + (cap + 2) + cap * cap + 2 + cap + N_UTTERANCE
+        self.obs_dim = sum(math.prod(shape) for shape in observation_layout(cap, self.n_patterns, encoding.n_strategies).values())
         self.state = _new_state(N, cap, self.obs_dim)
         self.final = _new_final(self.state)
         self.start_arrays = starts.arrays if starts is not None else _empty_starts(1, 1, cap)

@@ -16,7 +16,7 @@ from rescue_env.data.loader import load_dialogues, resolve_data_path
 from rescue_env.data.schema import Dialogue
 from rescue_env.config import EnvSpec
 from rescue_env.concurrency import call_blocking
-from rescue_env.core import Core, StartTable, move_codes, turn_codes, write_observation
+from rescue_env.core import Core, StartTable, move_codes, observation_layout, turn_codes, write_observation
 from rescue_env.data.schema import Row
 from rescue_env.dynamics.base import Behaviour, ClientBackend, ClientTurn, TherapistMove
 from rescue_env.dynamics.calibrated import CalibratedModel
@@ -247,28 +247,14 @@ class Observer:
         self.patterns = tuple(patterns)
         self._index = {p: i for i, p in enumerate(self.patterns)}
         self.horizon = horizon
-        cap = self.cap
-        self.space = spaces.Dict(
-            {
-                "distress": spaces.Box(0.0, 1.0, (cap,), np.float32),
-                "stance": spaces.Box(-1.0, 1.0, (cap, cap), np.float32),
-                "pattern": spaces.Box(0.0, 1.0, (len(self.patterns) + 1,), np.float32),
-                "present": spaces.Box(0.0, 1.0, (cap,), np.float32),
-                "untended": spaces.Box(0.0, 1.0, (cap,), np.float32),
-                "tempo": spaces.Box(0.0, 1.0, (2,), np.float32),
-                # the therapist's own last move: its strategy and whom it addressed
-                "last_strategy": spaces.Box(0.0, 1.0, (encoding.n_strategies,), np.float32),
-                "last_target": spaces.Box(0.0, 1.0, (cap,), np.float32),
-                # the turn the therapist answers: who spoke last, to whom, how
-                "speaker": spaces.Box(0.0, 1.0, (cap,), np.float32),
-                "spoken_to": spaces.Box(0.0, 1.0, (cap + 2,), np.float32),
-                "utterance": spaces.Box(0.0, 1.0, (len(UTTERANCE_TYPES),), np.float32),
-            }
-        )
+        layout = observation_layout(self.cap, len(self.patterns), encoding.n_strategies)
+        # stances lie in [-1, 1], everything else in [0, 1]
+        self.space = spaces.Dict({key: spaces.Box(-1.0 if key == "stance" else 0.0, 1.0, shape, np.float32) for key, shape in layout.items()})
         # The flat layout is gymnasium's ``spaces.flatten`` of the Dict (keys in sorted order),
-        # so a policy trained on the vector envs' flat vectors acts on ``flatten(space, obs)``.
+        # so a policy trained on the vector envs' flat vectors acts on ``flatten(space, obs)``;
+        # the core writes the parts in that order
         self.flat_space = spaces.flatten_space(self.space)
-        assert list(self.space.spaces) == ["distress", "last_strategy", "last_target", "pattern", "present", "speaker", "spoken_to", "stance", "tempo", "untended", "utterance"]
+        assert list(self.space.spaces) == list(layout)
         self._slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
         start = 0
         for key, box in self.space.spaces.items():
