@@ -184,11 +184,7 @@ def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
     and the therapist's last move; the rest (the position, the session's style) is ``nan``,
     which the heads read as its training mean."""
     obs = np.asarray(obs, dtype=np.float64).reshape(len(obs), -1)
-    parts, start = {}, 0
-    for key, box in observer.space.spaces.items():
-        size = int(np.prod(box.shape))
-        parts[key] = obs[:, start:start + size].reshape(len(obs), *box.shape)
-        start += size
+    parts = observer.unflatten_batch(obs)
     cap = observer.cap
     B = len(obs)
     n = np.clip(np.rint(parts["present"].sum(axis=1)).astype(int), 1, cap)
