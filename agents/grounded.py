@@ -98,14 +98,38 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
     speak_coef: float = 0.0
     strategy_coef: float = 0.0
     n_strategies: int = 1
-    base_ent_coef: float = 0.0
+    #: PPO's entropy weight once :func:`regularise` moved it into the policy (None: not moved,
+    #: the entropy slot holds the plain entropy)
+    base_ent_coef: float | None = None
     #: mean KL(π ‖ π_prior) of the last minibatch (the whole KL, for logs)
     last_kl: float = float("nan")
+    #: the real training moves of the demonstration term (:meth:`set_demos`), or None
+    demos: tuple[th.Tensor, th.Tensor, np.ndarray] | None = None
+    demo_coef: float = 0.0
+    demo_batch: int = 64
+    demo_rng: np.random.Generator | None = None
+    #: the real moves' mean negative log-likelihood in the last minibatch (for logs)
+    last_demo_nll: float = float("nan")
 
     def set_prior(self, prior_fn: PriorFn, kl_coef: float, ent_coef: float, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None) -> None:
         self.prior_fn, self.kl_coef, self.base_ent_coef = prior_fn, float(kl_coef), float(ent_coef)
         self.n_strategies, self.speak_coef = int(n_strategies), float(speak_coef)
         self.strategy_coef = self.kl_coef if strategy_coef is None else float(strategy_coef)
+
+    def set_demos(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, coef: float, *, batch: int = 64, seed: int = 0) -> None:
+        """Add ``coef ·`` the mean negative log-likelihood of ``batch`` real moves (drawn
+        afresh for every PPO minibatch from ``obs``/``actions``/``masks``,
+        :func:`real_moves`) to the loss: the demonstration term of DAPG."""
+        self.demos = (th.as_tensor(obs, device=self.device), th.as_tensor(actions, device=self.device), np.asarray(masks, bool))
+        self.demo_coef, self.demo_batch, self.demo_rng = float(coef), int(batch), np.random.default_rng(seed)
+
+    def demo_nll(self) -> th.Tensor:
+        """The mean negative log-likelihood of a fresh minibatch of the real moves."""
+        assert self.demos is not None and self.demo_rng is not None
+        obs, actions, masks = self.demos
+        idx = self.demo_rng.integers(len(actions), size=min(self.demo_batch, len(actions)))
+        dist = self.get_distribution(obs[idx], action_masks=masks[idx])
+        return -dist.log_prob(actions[idx]).mean()
 
     def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None):
         features = self.extract_features(obs)
@@ -120,25 +144,40 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
             dist.apply_masking(action_masks)
             mask = th.as_tensor(action_masks, dtype=th.float32, device=latent_pi.device).reshape(len(latent_pi), -1)
         log_prob, values, entropy = dist.log_prob(actions), self.value_net(latent_vf), dist.entropy()
-        if self.prior_fn is None:
+        demo = th.zeros((), device=latent_pi.device)
+        if self.demos is not None and self.demo_coef > 0:
+            nll = self.demo_nll()
+            self.last_demo_nll = float(nll.detach())
+            demo = self.demo_coef * nll  # a scalar: the entropy slot's mean carries it into the loss
+        if self.base_ent_coef is None:
             return values, log_prob, entropy
+        if self.prior_fn is None:
+            return values, log_prob, self.base_ent_coef * entropy - demo
         prior = th.as_tensor(self.prior_fn(obs.detach().cpu().numpy()), dtype=th.float32, device=latent_pi.device)
         probs = dist.distribution.probs
         kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, mask, self.n_strategies)
         self.last_kl = float((kl_speak + (1 - probs[:, 0]) * (kl_target + kl_strategy)).mean().detach())
         penalty = self.kl_coef * kl_target + self.strategy_coef * kl_strategy + self.speak_coef * kl_speak
-        return values, log_prob, self.base_ent_coef * entropy - penalty
+        return values, log_prob, self.base_ent_coef * entropy - penalty - demo
 
 
-def regularise(model: Any, prior_fn: PriorFn, coef: float, *, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None) -> None:
+def regularise(model: Any, prior_fn: PriorFn | None, coef: float, *, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None,
+               demos: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, demo_coef: float = 0.0, seed: int = 0) -> None:
     """Make ``model`` (a MaskablePPO built with :class:`PriorRegularisedPolicy`, on an
     encoding of ``n_strategies`` strategies) minimise PPO's loss + ``coef · kl_target +
     strategy_coef · kl_strategy + speak_coef · kl_speak`` (:func:`prior_kl_terms`;
     ``strategy_coef`` defaults to ``coef``: then the first two are ``coef ·
-    KL(π(·|speak) ‖ π_prior(·|speak))``): its entropy weight moves into the policy."""
+    KL(π(·|speak) ‖ π_prior(·|speak))``) + ``demo_coef ·`` the negative log-likelihood of
+    the real moves ``demos`` (``(obs, action, mask)`` of :func:`real_moves`; a fresh
+    minibatch of them per PPO minibatch, drawn with ``seed``): its entropy weight moves
+    into the policy. ``prior_fn`` may be None when only the demonstration term is on."""
     if not isinstance(model.policy, PriorRegularisedPolicy):
         raise TypeError("the KL penalty needs a MaskablePPO built with policy=PriorRegularisedPolicy")
-    model.policy.set_prior(prior_fn, coef, model.ent_coef, n_strategies, speak_coef, strategy_coef)
+    if prior_fn is not None:
+        model.policy.set_prior(prior_fn, coef, model.ent_coef, n_strategies, speak_coef, strategy_coef)
+    model.policy.base_ent_coef = float(model.ent_coef)
+    if demos is not None and demo_coef > 0:
+        model.policy.set_demos(*demos, demo_coef, seed=seed)
     model.ent_coef = 1.0
 
 

@@ -219,6 +219,10 @@ class PriorSettings:
     #: weight of the strategy-given-target part of the KL given speaking; ``coef`` then
     #: weighs the target part (null: ``coef``, which then weighs the whole move)
     strategy_coef: Optional[float] = None
+    #: weight of the real moves' negative log-likelihood added to PPO's loss (a fresh
+    #: minibatch of the training dialogues' moves per PPO minibatch; DAPG's demonstration
+    #: term): holds the policy to the therapists on real states (0: none)
+    demo_coef: float = 0.0
     #: a saved behaviour prior (.json); null: fitted on the training dialogues
     path: Optional[str] = None
     #: epochs of behaviour cloning on the training dialogues' real moves before PPO (0: none)
@@ -230,6 +234,7 @@ class PriorSettings:
     def __post_init__(self) -> None:
         check_range(self, "coef", 0)
         check_range(self, "speak_coef", 0)
+        check_range(self, "demo_coef", 0)
         check_range(self, "strategy_coef", 0, optional=True)
         check_range(self, "bc_epochs", 0)
 

@@ -240,12 +240,12 @@ def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
 
 def grounded(cfg: DictConfig) -> bool:
     """Whether the run uses the behaviour prior (``prior.coef``, ``prior.speak_coef``,
-    ``prior.bc_epochs`` or ``prior.agreement``; ``experiment=grounded`` sets them);
+    ``prior.demo_coef``, ``prior.bc_epochs`` or ``prior.agreement``; ``experiment=grounded`` sets them);
     MaskablePPO only."""
     p = cfg.prior
-    on = p.coef > 0 or p.speak_coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
+    on = p.coef > 0 or p.speak_coef > 0 or p.demo_coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
     if on and cfg.algo != "maskable_ppo":
-        raise ConfigError(f"prior.coef / prior.speak_coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
+        raise ConfigError(f"prior.coef / prior.speak_coef / prior.demo_coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
     return on
 
 
@@ -263,15 +263,17 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
     prior = BehaviourPrior.load(cfg.prior.path) if cfg.prior.path else BehaviourPrior.fit(train_dialogues, [scenario])
     info: dict[str, Any] = {"coef": cfg.prior.coef, "path": str(cfg.prior.path or prior.save(out / "prior.json"))}
     observer, encoding = vec_env.get_attr("observer")[0], vec_env.get_attr("encoding")[0]
+    moves = real_moves(train_dialogues, observer, encoding) if (cfg.prior.bc_epochs and not cfg.resume) or cfg.prior.demo_coef > 0 else None
     if cfg.prior.bc_epochs and not cfg.resume:
-        obs, actions, masks = real_moves(train_dialogues, observer, encoding)
+        obs, actions, masks = moves
         nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed)
         info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
         log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
-    info["speak_coef"], info["strategy_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef
-    if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0:
-        regularise(model, prior_on_obs(prior, observer, encoding), cfg.prior.coef, n_strategies=encoding.n_strategies,
-                   speak_coef=cfg.prior.speak_coef, strategy_coef=cfg.prior.strategy_coef)
+    info["speak_coef"], info["strategy_coef"], info["demo_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef, cfg.prior.demo_coef
+    if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0 or cfg.prior.demo_coef > 0:
+        regularise(model, prior_on_obs(prior, observer, encoding) if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0 else None, cfg.prior.coef,
+                   n_strategies=encoding.n_strategies, speak_coef=cfg.prior.speak_coef, strategy_coef=cfg.prior.strategy_coef,
+                   demos=moves, demo_coef=cfg.prior.demo_coef, seed=cfg.seed)
     info["setup_seconds"] = time.perf_counter() - t0
     return prior, info
 
