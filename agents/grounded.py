@@ -144,21 +144,21 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
             dist.apply_masking(action_masks)
             mask = th.as_tensor(action_masks, dtype=th.float32, device=latent_pi.device).reshape(len(latent_pi), -1)
         log_prob, values, entropy = dist.log_prob(actions), self.value_net(latent_vf), dist.entropy()
-        demo = th.zeros((), device=latent_pi.device)
-        if self.demos is not None and self.demo_coef > 0:
-            nll = self.demo_nll()
-            self.last_demo_nll = float(nll.detach())
-            demo = self.demo_coef * nll  # a scalar: the entropy slot's mean carries it into the loss
         if self.base_ent_coef is None:
             return values, log_prob, entropy
-        if self.prior_fn is None:
-            return values, log_prob, self.base_ent_coef * entropy - demo
-        prior = th.as_tensor(self.prior_fn(obs.detach().cpu().numpy()), dtype=th.float32, device=latent_pi.device)
-        probs = dist.distribution.probs
-        kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, mask, self.n_strategies)
-        self.last_kl = float((kl_speak + (1 - probs[:, 0]) * (kl_target + kl_strategy)).mean().detach())
-        penalty = self.kl_coef * kl_target + self.strategy_coef * kl_strategy + self.speak_coef * kl_speak
-        return values, log_prob, self.base_ent_coef * entropy - penalty - demo
+        slot = self.base_ent_coef * entropy
+        if self.prior_fn is not None:
+            prior = th.as_tensor(self.prior_fn(obs.detach().cpu().numpy()), dtype=th.float32, device=latent_pi.device)
+            probs = dist.distribution.probs
+            kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, mask, self.n_strategies)
+            self.last_kl = float((kl_speak + (1 - probs[:, 0]) * (kl_target + kl_strategy)).mean().detach())
+            slot = slot - (self.kl_coef * kl_target + self.strategy_coef * kl_strategy + self.speak_coef * kl_speak)
+        if self.demos is not None and self.demo_coef > 0:
+            # last: SB3's action distribution is one object that get_distribution refills
+            nll = self.demo_nll()
+            self.last_demo_nll = float(nll.detach())
+            slot = slot - self.demo_coef * nll  # a scalar: the slot's mean carries it into the loss
+        return values, log_prob, slot
 
 
 def regularise(model: Any, prior_fn: PriorFn | None, coef: float, *, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None,

@@ -107,3 +107,65 @@ def test_behaviour_cloning_fits_the_real_moves(model, seeds):
     assert all(masks[i, a] for i, a in enumerate(actions))
     nll = behaviour_clone(model, obs, actions, masks, epochs=15)
     assert nll[-1] < nll[0] - 0.2
+
+
+def test_the_demonstration_term_adds_the_real_moves_nll(seeds):
+    """``demo_coef`` alone (no prior): the entropy slot is ``0.01 · H(π) − demo_coef ·`` the
+    mean NLL of the real moves (all of them when the demo batch covers them: drawn with
+    replacement, so compared with the same draw); PPO then raises their likelihood."""
+    venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
+    m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=32, batch_size=32, ent_coef=0.01, seed=0, device="cpu", policy_kwargs={"net_arch": [16]})
+    observer, encoding = venv.get_attr("observer")[0], venv.get_attr("encoding")[0]
+    demos = real_moves(seeds, observer, encoding)
+    regularise(m, None, 0.0, n_strategies=encoding.n_strategies, demos=demos, demo_coef=2.0, seed=3)
+    assert m.ent_coef == 1.0 and m.policy.prior_fn is None
+    o = th.as_tensor(venv.reset())
+    masks = np.asarray(venv.env_method("action_masks"))
+    _, _, slot = m.policy.evaluate_actions(o, th.zeros(len(o), dtype=th.long), action_masks=masks)
+    idx = np.random.default_rng(3).integers(len(demos[1]), size=min(64, len(demos[1])))
+    with th.no_grad():
+        dist = m.policy.get_distribution(th.as_tensor(demos[0][idx]), action_masks=demos[2][idx])
+        nll = -dist.log_prob(th.as_tensor(demos[1][idx])).mean().item()
+        h = m.policy.get_distribution(o, action_masks=masks).entropy().numpy()
+    assert np.allclose(slot.detach().numpy(), 0.01 * h - 2.0 * nll, atol=1e-5)
+    assert m.policy.last_demo_nll == pytest.approx(nll, abs=1e-5)
+
+    def demo_nll() -> float:
+        with th.no_grad():
+            d = m.policy.get_distribution(th.as_tensor(demos[0]), action_masks=demos[2])
+            return -d.log_prob(th.as_tensor(demos[1])).mean().item()
+
+    before = demo_nll()
+    m.learn(256)
+    assert demo_nll() < before - 0.1
+    venv.close()
+
+
+def test_regularise_refuses_a_plain_policy():
+    venv = GroupSupportVecEnv("couple", num_envs=1, seed=0)
+    m = MaskablePPO("MlpPolicy", venv, n_steps=16, batch_size=16, seed=0, device="cpu")
+    with pytest.raises(TypeError, match="PriorRegularisedPolicy"):
+        regularise(m, None, 0.0, n_strategies=1, demos=None, demo_coef=1.0)
+    venv.close()
+
+
+def test_prior_and_demonstration_terms_together(seeds):
+    """Both terms on a rollout batch larger than the demo batch: the slot is the sum of the
+    two (the demo draw must not disturb the batch's own distribution)."""
+    venv = GroupSupportVecEnv("couple", num_envs=4, seed=0)
+    m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=32, batch_size=64, ent_coef=0.0, seed=0, device="cpu", policy_kwargs={"net_arch": [16]})
+    observer, encoding = venv.get_attr("observer")[0], venv.get_attr("encoding")[0]
+    demos = real_moves(seeds, observer, encoding)
+    uniform = lambda o: np.ones((len(o), venv.action_space.n))  # noqa: E731
+    regularise(m, uniform, 0.5, n_strategies=encoding.n_strategies, demos=demos, demo_coef=1.0, seed=1)
+    m.policy.demo_batch = 8
+    o = th.as_tensor(venv.reset())
+    masks = np.asarray(venv.env_method("action_masks"))
+    _, _, both = m.policy.evaluate_actions(o, th.zeros(len(o), dtype=th.long), action_masks=masks)
+    demo_part = m.policy.last_demo_nll
+    m.policy.demo_coef = 0.0
+    _, _, kl_only = m.policy.evaluate_actions(o, th.zeros(len(o), dtype=th.long), action_masks=masks)
+    assert both.shape == (4,) and np.allclose(both.detach().numpy(), kl_only.detach().numpy() - demo_part, atol=1e-5)
+    m.policy.demo_coef = 1.0
+    m.learn(128)  # PPO's train() with both terms, minibatches of 64 against demo draws of 8
+    venv.close()
