@@ -117,19 +117,28 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         self.strategy_coef = self.kl_coef if strategy_coef is None else float(strategy_coef)
 
     def set_demos(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, coef: float, *, batch: int = 64, seed: int = 0) -> None:
-        """Add ``coef ·`` the mean negative log-likelihood of ``batch`` real moves (drawn
-        afresh for every PPO minibatch from ``obs``/``actions``/``masks``,
-        :func:`real_moves`) to the loss: the demonstration term of DAPG."""
-        self.demos = (th.as_tensor(obs, device=self.device), th.as_tensor(actions, device=self.device), np.asarray(masks, bool))
+        """Add ``coef ·`` the mean negative log-likelihood given speaking (:meth:`demo_nll`)
+        of ``batch`` real moves to the loss, drawn afresh for every PPO minibatch from the
+        moves of ``obs``/``actions``/``masks`` (:func:`real_moves`; its listens are left
+        out): DAPG's demonstration term, on the real states themselves where the KL penalty
+        sees only the simulator's."""
+        speak = np.asarray(actions) > 0
+        if not speak.any():
+            raise ValueError("the demonstration term needs real moves where the therapist spoke; the training dialogues have none")
+        self.demos = (th.as_tensor(obs[speak], device=self.device), th.as_tensor(actions[speak], device=self.device), np.asarray(masks, bool)[speak])
         self.demo_coef, self.demo_batch, self.demo_rng = float(coef), int(batch), np.random.default_rng(seed)
 
     def demo_nll(self) -> th.Tensor:
-        """The mean negative log-likelihood of a fresh minibatch of the real moves."""
+        """The mean negative log-likelihood, given speaking, of a fresh minibatch of the real
+        moves: −log π(a | speak) = −log π(a) + log π(speak). Like the factored KL, the term
+        holds whom and how to the therapists and leaves when to speak to σ*."""
         assert self.demos is not None and self.demo_rng is not None
         obs, actions, masks = self.demos
         idx = self.demo_rng.integers(len(actions), size=min(self.demo_batch, len(actions)))
         dist = self.get_distribution(obs[idx], action_masks=masks[idx])
-        return -dist.log_prob(actions[idx]).mean()
+        log_p = th.log_softmax(dist.distribution.logits, dim=1)
+        speak = th.logsumexp(log_p[:, 1:], dim=1)
+        return -(log_p.gather(1, actions[idx, None])[:, 0] - speak).mean()
 
     def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None):
         features = self.extract_features(obs)

@@ -111,8 +111,8 @@ def test_behaviour_cloning_fits_the_real_moves(model, seeds):
 
 def test_the_demonstration_term_adds_the_real_moves_nll(seeds):
     """``demo_coef`` alone (no prior): the entropy slot is ``0.01 · H(π) − demo_coef ·`` the
-    mean NLL of the real moves (all of them when the demo batch covers them: drawn with
-    replacement, so compared with the same draw); PPO then raises their likelihood."""
+    mean NLL given speaking of a draw of the real moves where the therapist spoke (the same
+    draw, by its seed); PPO then raises their likelihood."""
     venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
     m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=32, batch_size=32, ent_coef=0.01, seed=0, device="cpu", policy_kwargs={"net_arch": [16]})
     observer, encoding = venv.get_attr("observer")[0], venv.get_attr("encoding")[0]
@@ -122,18 +122,20 @@ def test_the_demonstration_term_adds_the_real_moves_nll(seeds):
     o = th.as_tensor(venv.reset())
     masks = np.asarray(venv.env_method("action_masks"))
     _, _, slot = m.policy.evaluate_actions(o, th.zeros(len(o), dtype=th.long), action_masks=masks)
-    idx = np.random.default_rng(3).integers(len(demos[1]), size=min(64, len(demos[1])))
+    spoke = demos[1] > 0
+    obs, acts, moves_masks = demos[0][spoke], demos[1][spoke], demos[2][spoke]
+    idx = np.random.default_rng(3).integers(len(acts), size=min(64, len(acts)))
     with th.no_grad():
-        dist = m.policy.get_distribution(th.as_tensor(demos[0][idx]), action_masks=demos[2][idx])
-        nll = -dist.log_prob(th.as_tensor(demos[1][idx])).mean().item()
+        p = m.policy.get_distribution(th.as_tensor(obs[idx]), action_masks=moves_masks[idx]).distribution.probs.numpy().astype(np.float64)
+        nll = -np.mean(np.log(p[np.arange(len(idx)), acts[idx]] / p[:, 1:].sum(axis=1)))  # given speaking
         h = m.policy.get_distribution(o, action_masks=masks).entropy().numpy()
     assert np.allclose(slot.detach().numpy(), 0.01 * h - 2.0 * nll, atol=1e-5)
     assert m.policy.last_demo_nll == pytest.approx(nll, abs=1e-5)
 
     def demo_nll() -> float:
         with th.no_grad():
-            d = m.policy.get_distribution(th.as_tensor(demos[0]), action_masks=demos[2])
-            return -d.log_prob(th.as_tensor(demos[1])).mean().item()
+            p = m.policy.get_distribution(th.as_tensor(obs), action_masks=moves_masks).distribution.probs.numpy()
+            return -np.mean(np.log(p[np.arange(len(acts)), acts] / p[:, 1:].sum(axis=1)))
 
     before = demo_nll()
     m.learn(256)
