@@ -11,7 +11,14 @@
    KL(π ‖ π_prior) = KL_speak + π(speak) · (KL_target + KL_strategy) (:func:`prior_kl_terms`):
    ``prior.coef · KL_target + prior.strategy_coef · KL_strategy + prior.speak_coef ·
    KL_speak``; ``prior.strategy_coef`` null is ``prior.coef``, and the first two terms are
-   then ``prior.coef · KL(π(·|speak) ‖ π_prior(·|speak))``.
+   then ``prior.coef · KL(π(·|speak) ‖ π_prior(·|speak))``;
+4. optionally (``prior.demo_coef``) DAPG's **demonstration term**: ``prior.demo_coef ·`` the
+   negative log-likelihood, given speaking, of a fresh minibatch of the training dialogues'
+   real moves at every PPO minibatch (:meth:`PriorRegularisedPolicy.demo_nll`). The KL holds
+   the policy to π_prior on the states the simulator visits, through the prior's reading of
+   an observation (part of the turn at its training mean); the demonstration term holds it
+   to the therapists' own moves on the real states, so what the behaviour cloning of step 2
+   taught is not trained away by σ*.
 
 **Why factored.** *Whom* and *how* a therapist addresses is what the prior knows well (STP,
 SSP above the majority baseline on held-out real groups); *whether* they speak after a
@@ -240,3 +247,53 @@ def behaviour_clone(model: Any, obs: np.ndarray, actions: np.ndarray, masks: np.
         losses.append(total / len(order))
     policy.set_training_mode(False)
     return losses
+
+
+def simulated_moves(model: Any, venv: Any, steps: int, prior_fn: PriorFn | None = None) -> dict[str, Any]:
+    """How ``model`` (deterministic) moves in the simulator: ``steps`` steps of each of
+    ``venv``'s sessions (a :class:`~rescue_env.envs.vec_env.GroupSupportVecEnv`, reset first).
+
+    Returns ``moves`` (times it spoke), ``target_roles`` and ``strategies`` (% of the moves;
+    roles: ``speaker1`` the client who spoke last, ``other`` another single member, ``dyad``,
+    ``group``) and, with ``prior_fn``, ``prior_target_r1`` / ``prior_strategy_r1``: % of the
+    moves whose target / strategy is π_prior's most probable one given speaking on that
+    observation. STP/SSP on real dialogues say how the policy answers real states; these say
+    whether it acts the same where it earns its σ* (a policy held to the therapists only on
+    real states can address the client who spoke on those and the whole group in the
+    simulator)."""
+    from collections import Counter
+
+    observer, encoding = venv.observer, venv.encoding
+    T, S = encoding.n_targets, encoding.n_strategies
+    roles: Counter[str] = Counter()
+    strategies: Counter[str] = Counter()
+    hits = np.zeros(2)
+    moves = 0
+    obs = venv.reset()
+    for _ in range(steps):
+        masks = venv.action_masks()
+        actions, _ = model.predict(obs, action_masks=masks, deterministic=True)
+        parts = observer.unflatten_batch(np.asarray(obs, np.float64))
+        prior = None
+        if prior_fn is not None:
+            grid = (prior_fn(np.asarray(obs, np.float32)) * masks)[:, 1:].reshape(len(obs), T, S)
+            prior = grid.sum(axis=2).argmax(axis=1), grid.sum(axis=1).argmax(axis=1)
+        for e, a in enumerate(actions):
+            d = encoding.decode(int(a))
+            if not d.intervene:
+                continue
+            moves += 1
+            n = int(round(parts["present"][e].sum()))
+            slots = encoding.target_slots(d.target, n)
+            last = int(np.argmax(parts["speaker"][e])) if parts["speaker"][e].sum() > 0 else -1
+            roles["group" if len(slots) >= n else "dyad" if len(slots) == 2 else "speaker1" if slots[0] == last else "other"] += 1
+            strategies[encoding.strategy_names[d.strategy]] += 1
+            if prior is not None:
+                hits += (prior[0][e] == d.target, prior[1][e] == d.strategy)
+        obs, _, _, _ = venv.step(actions)
+    share = lambda c: {k: 100.0 * v / max(moves, 1) for k, v in c.most_common()}  # noqa: E731
+    out: dict[str, Any] = {"moves": moves, "target_roles": share(roles), "strategies": share(strategies)}
+    if prior_fn is not None:
+        out["prior_target_r1"], out["prior_strategy_r1"] = (100.0 * hits / max(moves, 1)).tolist()
+    return out
+

@@ -11,6 +11,11 @@ answers and of the gold (``speaker1``: the client who spoke last, ``speaker2``: 
 the instances answered right. The held-out dialogues are those the run recorded (its data split),
 read from the three real slices. It shows where the σ* a policy earns comes from, e.g. a
 policy trained on σ* alone addressing the whole couple with ``join`` on every turn.
+
+Then the same roles and strategies of the policy's moves **in the simulator** (its held-out
+episodes, the run's env settings, ``--sim-steps`` steps of 8 sessions): a policy held to the
+therapists only on real states (``prior.demo_coef``) could act one way there and another
+where σ* is earned; this says whether it does.
 """
 
 from __future__ import annotations
@@ -54,9 +59,33 @@ def counts(run: Path, dialogues: dict, scenario: str = "couple") -> dict[str, di
     return out
 
 
+def simulated(run: Path, dialogues: dict, steps: int, scenario: str = "couple") -> dict:
+    """:func:`~rescue_env.agents.grounded.simulated_moves` of the run's policy on its held-out
+    dialogues with its env settings and its saved prior (8 sessions, ``steps`` steps each)."""
+    from omegaconf import OmegaConf
+    from sb3_contrib import MaskablePPO
+
+    from rescue_env.agents.grounded import prior_on_obs, simulated_moves
+    from rescue_env.agents.prior import BehaviourPrior
+    from rescue_env.envs.vec_env import GroupSupportVecEnv
+    from rescue_env.experiments.train import env_kwargs
+
+    cfg = OmegaConf.load(run / ".hydra" / "config.yaml")
+    metrics = json.loads((run / "metrics.json").read_text())
+    held = [dialogues[i] for i in metrics["eval_dialogues"] if dialogues[i].scenario == scenario]
+    model = MaskablePPO.load(run / "model.zip", device="cpu")
+    venv = GroupSupportVecEnv(num_envs=8, seed=int(cfg.seed) + 30_000, data_path=held, **env_kwargs(cfg))
+    prior = BehaviourPrior.load(metrics["grounding"]["path"])
+    try:
+        return simulated_moves(model, venv, steps, prior_on_obs(prior, venv.observer, venv.encoding))
+    finally:
+        venv.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path, help="run folders of rescue train experiment=grounded (metrics.json, model.zip)")
+    ap.add_argument("--sim-steps", type=int, default=200, help="steps of each of 8 simulated sessions (0: real dialogues only)")
     args = ap.parse_args(argv)
     bad = [str(r) for r in args.runs if not ((r / "metrics.json").exists() and (r / "model.zip").exists())]
     if bad:
@@ -75,6 +104,11 @@ def main(argv: list[str] | None = None) -> None:
             what = "target role" if task == "stp" else "strategy"
             print(f"  {task.upper()} right {c['right']}/{c['n']}; policy's first {what}: {dict(c['policy'].most_common())}")
             print(f"  {' ' * len(task)} therapists': {dict(c['gold'].most_common())}")
+        if args.sim_steps:
+            sim = simulated(run, dialogues, args.sim_steps)
+            for task, key in (("stp", "target_roles"), ("ssp", "strategies")):
+                print(f"  {task.upper()} in the simulator, {sim['moves']} moves: { {k: f'{v:.0f}%' for k, v in sim[key].items()} }")
+            print(f"  the prior's most probable move in the simulator: target {sim['prior_target_r1']:.0f}%, strategy {sim['prior_strategy_r1']:.0f}% of the policy's")
 
 
 if __name__ == "__main__":

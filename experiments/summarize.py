@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 #: agreement with real therapists (held-out real dialogues, %) shown beside σ*
 AGREEMENT = {"itp_f1": "real ITP\nF1 %", "stp_r1": "real STP\nR@1 %", "ssp_r1": "real SSP\nR@1 %"}
+#: the policy's moves in the simulator that are the behaviour prior's most probable there (%):
+#: whether it acts on simulated states as it answers real ones (``sim_agreement``)
+SIM_AGREEMENT = {"sim_target_r1": "sim target\n= prior %", "sim_strategy_r1": "sim strategy\n= prior %"}
 
 #: Override keys that name a seed (jobs differing only in these are one group).
 SEED_KEYS = ("seed",)
@@ -79,6 +82,8 @@ class Job:
     failed: int = 0
     #: predictor -> agreement with real therapists (``rescue train`` with prior.agreement)
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the policy's moves in the simulator against the prior (``sim_agreement``), if recorded
+    sim: dict[str, Any] = field(default_factory=dict)
     #: the job's composed config (``.hydra/config.yaml``; empty when absent)
     config: dict[str, Any] = field(default_factory=dict)
 
@@ -138,6 +143,7 @@ def read_job(run: Path) -> Job:
             if fig.get("paired_vs_heuristic") and fig["paired_vs_heuristic"].get("mean") is not None:
                 job.deltas[agent] = float(fig["paired_vs_heuristic"]["mean"])
         job.agreement = {k: v for k, v in (m.get("real_agreement") or {}).items() if isinstance(v, dict) and k != "dialogues"}
+        job.sim = m.get("sim_agreement") or {}
     elif "agents" in m:
         job.kind, job.reference = "rollout", m.get("compare_to")
         for agent, fig in m["agents"].items():
@@ -263,6 +269,10 @@ def summarize(
                 base = [j.agreement["majority"][metric] for j in members if agent == "policy" and "majority" in j.agreement]
                 if base:
                     row[f"majority_{metric}"] = float(np.mean(base))
+            for metric, key in zip(SIM_AGREEMENT, ("prior_target_r1", "prior_strategy_r1")):
+                vals = [j.sim[key] for j in members if agent == "policy" and j.sim.get(key) is not None]
+                if vals:
+                    row[metric] = float(np.mean(vals))
             rows.append(row)
             matrices[str(len(rows) - 1)] = np.asarray(values, dtype=float)[:, None]  # (seeds, 1 task)
     for i, (point, low, high) in iqm_intervals(matrices, reps).items():
@@ -286,8 +296,9 @@ def table_rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     faults = any(r.get("failed") or r.get("jobs_left_out") for r in result["rows"])
     if faults:
         headers.append("failed eps /\njobs left out")
-    shown = [m for m in AGREEMENT if any(m in r for r in result["rows"])]
-    headers += [AGREEMENT[m] for m in shown]
+    columns = {**AGREEMENT, **SIM_AGREEMENT}
+    shown = [m for m in columns if any(m in r for r in result["rows"])]
+    headers += [columns[m] for m in shown]
     out = []
     for r in result["rows"]:
         iqm = f"{r['iqm']:.2f}" + ("" if math.isnan(r["iqm_ci_low"]) else f" [{r['iqm_ci_low']:.2f}, {r['iqm_ci_high']:.2f}]")
@@ -310,7 +321,7 @@ def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, pl
     """``summary.csv``, ``summary.json``, ``jobs.csv`` and ``summary.png`` into ``root``."""
     by = result["group_by"]
     fields = [*by, "agent", "seeds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds",
-              "failed", "jobs_left_out", *AGREEMENT]
+              "failed", "jobs_left_out", *AGREEMENT, *SIM_AGREEMENT]
     with atomic_open(root / "summary.csv", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()

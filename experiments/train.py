@@ -298,6 +298,21 @@ def real_agreement(model: Any, prior: Any, train: list, held: list, scenario: st
     return out
 
 
+def simulated_agreement(cfg: DictConfig, model: Any, prior: Any, held: list) -> dict[str, Any]:
+    """How the policy moves in the simulator on the held-out dialogues (8 sessions,
+    4 · ``cfg.env.horizon`` steps each): its target roles and strategies, and how often its move is
+    the behaviour prior's most probable one there
+    (:func:`~rescue_env.agents.grounded.simulated_moves`); beside ``real_agreement``, it shows
+    whether the policy acts on simulated states as it answers real ones."""
+    from rescue_env.agents.grounded import prior_on_obs, simulated_moves
+
+    venv = GroupSupportVecEnv(num_envs=8, seed=cfg.seed + 30_000, data_path=held, **env_kwargs(cfg))
+    try:
+        return simulated_moves(model, venv, 4 * cfg.env.horizon, prior_on_obs(prior, venv.observer, venv.encoding))
+    finally:
+        venv.close()
+
+
 def final_comparison(cfg: DictConfig, model: Any, eval_env: GroupSupportEnv, train_dialogues: list, prior_path: str | None) -> dict[str, Any]:
     """σ* of the policy and the non-learned agents on the same held-out episodes, with the
     paired difference of each to the heuristic."""
@@ -384,6 +399,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
 
     final = final_comparison(cfg, model, eval_env, train_dialogues, grounding.get("path"))
     agreement = real_agreement(model, prior, train_dialogues, eval_dialogues, scenario) if cfg.prior.agreement else None
+    simulated = simulated_agreement(cfg, model, prior, eval_dialogues) if cfg.prior.agreement else None
     if tracker is not None:
         tracker.close()
     metrics = {
@@ -394,7 +410,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
         # the two axes of a grounded run: σ* margin over the heuristic (simulated, held out)
         # and agreement with real therapists (held-out real dialogues)
         "sigma_margin_vs_heuristic": final["policy"]["paired_vs_heuristic"]["mean"],
-        "grounding": grounding or None, "real_agreement": agreement,
+        "grounding": grounding or None, "real_agreement": agreement, "sim_agreement": simulated,
         "model": str(model_path), "elapsed_s": time.perf_counter() - t0,
     }  # fmt: skip
     atomic_write_text(out / "metrics.json", dumps(finite_or_null(metrics), indent=1))  # strict JSON: undefined figures null

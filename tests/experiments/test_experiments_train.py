@@ -300,7 +300,7 @@ def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
 
     out = tmp_path / "grounded"
     args = ["experiment=grounded", f"data.path={real_more_path}", "env.max_members=3", "total_timesteps=128", "n_envs=2", "n_steps=64",
-            "batch_size=64", "eval_freq=0", "eval_episodes=2", "checkpoint_freq=1000", "prior.bc_epochs=2", "prior.coef=0.3"]  # fmt: skip
+            "batch_size=64", "eval_freq=0", "eval_episodes=2", "checkpoint_freq=1000", "prior.bc_epochs=2", "prior.coef=0.3", "prior.demo_coef=0.1"]  # fmt: skip
     run = rescue(["train", f"hydra.run.dir={out}", *args])
     assert run.rc == 0, run.err[-3000:]
     m = json.loads((out / "metrics.json").read_text())
@@ -313,11 +313,18 @@ def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     for who in ("policy", "prior", "majority"):
         assert {"itp_f1", "stp_r1", "ssp_r1"} <= set(agree[who]) and agree[who]["n"]["stp"] > 0
     assert "agreement with real therapists" in run.out + run.err
+    assert g["demo_coef"] == 0.1
+    # the policy's moves in the simulator, beside its answers on real states
+    sim = m["sim_agreement"]
+    assert sim["moves"] > 0 and sum(sim["target_roles"].values()) == pytest.approx(100.0) and sum(sim["strategies"].values()) == pytest.approx(100.0)
+    assert set(sim["target_roles"]) <= {"speaker1", "other", "dyad", "group"} and 0 <= sim["prior_target_r1"] <= 100
     # summarize puts both axes and the majority's level on the policy's row, and draws them
     run = rescue(["summarize", str(out)])
     assert run.rc == 0, run.err[-2000:]
     row = next(r for r in json.loads((out / "summary.json").read_text())["rows"] if r["agent"] == "policy")
     assert row["stp_r1"] == agree["policy"]["stp_r1"] and row["majority_ssp_r1"] == agree["majority"]["ssp_r1"]
+    assert row["sim_target_r1"] == sim["prior_target_r1"] and row["sim_strategy_r1"] == sim["prior_strategy_r1"]
+    assert "sim target" in run.out
     assert (out / "frontier.png").stat().st_size > 0
     # a saved prior is read, not refitted
     again = tmp_path / "again"
