@@ -111,7 +111,8 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
     #: mean KL(π ‖ π_prior) of the last minibatch (the whole KL, for logs)
     last_kl: float = float("nan")
     #: the real training moves of the demonstration term (:meth:`set_demos`), or None
-    demos: tuple[th.Tensor, th.Tensor, np.ndarray] | None = None
+    demos: tuple[np.ndarray, th.Tensor, np.ndarray] | None = None
+    demo_observer: Any = None
     demo_coef: float = 0.0
     demo_batch: int = 64
     demo_rng: np.random.Generator | None = None
@@ -123,16 +124,18 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         self.n_strategies, self.speak_coef = int(n_strategies), float(speak_coef)
         self.strategy_coef = self.kl_coef if strategy_coef is None else float(strategy_coef)
 
-    def set_demos(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, coef: float, *, batch: int = 64, seed: int = 0) -> None:
+    def set_demos(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, coef: float, *, batch: int = 64, seed: int = 0, observer: Any = None) -> None:
         """Add ``coef ·`` the mean negative log-likelihood given speaking (:meth:`demo_nll`)
         of ``batch`` real moves to the loss, drawn afresh for every PPO minibatch from the
         moves of ``obs``/``actions``/``masks`` (:func:`real_moves`; its listens are left
         out): DAPG's demonstration term, on the real states themselves where the KL penalty
-        sees only the simulator's."""
+        sees only the simulator's. With the env's ``observer``, each draw's episode clock is
+        drawn afresh (:func:`random_clock`)."""
         speak = np.asarray(actions) > 0
         if not speak.any():
             raise ValueError("the demonstration term needs real moves where the therapist spoke; the training dialogues have none")
-        self.demos = (th.as_tensor(obs[speak], device=self.device), th.as_tensor(actions[speak], device=self.device), np.asarray(masks, bool)[speak])
+        self.demos = (np.asarray(obs, np.float32)[speak], th.as_tensor(actions[speak], device=self.device), np.asarray(masks, bool)[speak])
+        self.demo_observer = observer
         self.demo_coef, self.demo_batch, self.demo_rng = float(coef), int(batch), np.random.default_rng(seed)
 
     def demo_nll(self) -> th.Tensor:
@@ -142,7 +145,8 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         assert self.demos is not None and self.demo_rng is not None
         obs, actions, masks = self.demos
         idx = self.demo_rng.integers(len(actions), size=min(self.demo_batch, len(actions)))
-        dist = self.get_distribution(obs[idx], action_masks=masks[idx])
+        o = obs[idx] if self.demo_observer is None else random_clock(obs[idx], self.demo_observer, self.demo_rng)
+        dist = self.get_distribution(th.as_tensor(o, device=self.device), action_masks=masks[idx])
         log_p = th.log_softmax(dist.distribution.logits, dim=1)
         speak = th.logsumexp(log_p[:, 1:], dim=1)
         return -(log_p.gather(1, actions[idx, None])[:, 0] - speak).mean()
@@ -178,14 +182,15 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
 
 
 def regularise(model: Any, prior_fn: PriorFn | None, coef: float, *, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None,
-               demos: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, demo_coef: float = 0.0, seed: int = 0) -> None:
+               demos: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, demo_coef: float = 0.0, seed: int = 0, observer: Any = None) -> None:
     """Make ``model`` (a MaskablePPO built with :class:`PriorRegularisedPolicy`, on an
     encoding of ``n_strategies`` strategies) minimise PPO's loss + ``coef · kl_target +
     strategy_coef · kl_strategy + speak_coef · kl_speak`` (:func:`prior_kl_terms`;
     ``strategy_coef`` defaults to ``coef``: then the first two are ``coef ·
     KL(π(·|speak) ‖ π_prior(·|speak))``) + ``demo_coef ·`` the negative log-likelihood of
     the real moves ``demos`` (``(obs, action, mask)`` of :func:`real_moves`; a fresh
-    minibatch of them per PPO minibatch, drawn with ``seed``): its entropy weight moves
+    minibatch of them per PPO minibatch, drawn with ``seed``, their episode clock drawn too
+    when the env's ``observer`` is given: :func:`random_clock`): its entropy weight moves
     into the policy. ``prior_fn`` may be None when only the demonstration term is on."""
     if not isinstance(model.policy, PriorRegularisedPolicy):
         raise TypeError("the KL penalty needs a MaskablePPO built with policy=PriorRegularisedPolicy")
@@ -193,13 +198,30 @@ def regularise(model: Any, prior_fn: PriorFn | None, coef: float, *, n_strategie
         model.policy.set_prior(prior_fn, coef, model.ent_coef, n_strategies, speak_coef, strategy_coef)
     model.policy.base_ent_coef = float(model.ent_coef)
     if demos is not None and demo_coef > 0:
-        model.policy.set_demos(*demos, demo_coef, seed=seed)
+        model.policy.set_demos(*demos, demo_coef, seed=seed, observer=observer)
     model.ent_coef = 1.0
 
 
 def prior_on_obs(prior: BehaviourPrior, observer: Any, encoding: ActionEncoding) -> PriorFn:
     """π_prior on the flat observations of an env with this ``observer`` and ``encoding``."""
     return lambda obs: prior.action_probs_from_obs(obs, observer, encoding)
+
+
+def random_clock(obs: np.ndarray, observer: Any, rng: np.random.Generator) -> np.ndarray:
+    """A copy of real moves' flat observations with the episode clock (``tempo``: the step
+    over the horizon, the therapist's streak of interventions over 3) drawn uniformly.
+
+    A real state is observed as an episode's start (step 0, no streak: how the simulator
+    starts from a seed cut), but the simulator asks for moves at every step. Cloned or
+    held at step 0 only, a policy is taught the therapists' moves where it makes 1/horizon of
+    its decisions and may do anything at the others (and can tell real states from simulated
+    ones by the clock alone: ``benchmarks/sim_vs_real.py``). A therapist's move does not
+    depend on the simulator's truncation clock, so each real move stands for every step."""
+    out = np.array(obs, np.float32, copy=True)
+    col = observer.columns("tempo").start
+    out[:, col] = rng.integers(0, observer.horizon, len(out)) / observer.horizon
+    out[:, col + 1] = rng.integers(0, 4, len(out)) / 3.0
+    return out
 
 
 def real_moves(dialogues: Sequence[Dialogue], observer: Any, encoding: ActionEncoding) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -223,9 +245,12 @@ def real_moves(dialogues: Sequence[Dialogue], observer: Any, encoding: ActionEnc
     return np.array(obs, np.float32), np.array(acts), np.array(masks, bool)
 
 
-def behaviour_clone(model: Any, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, *, epochs: int, batch_size: int = 64, lr: float = 1e-3, seed: int = 0) -> list[float]:
+def behaviour_clone(model: Any, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, *, epochs: int, batch_size: int = 64, lr: float = 1e-3, seed: int = 0,
+                    observer: Any = None) -> list[float]:
     """Train ``model.policy`` (a maskable actor-critic) to maximise the likelihood of the
-    real ``actions`` on their masks; returns the mean negative log-likelihood per epoch."""
+    real ``actions`` on their masks; returns the mean negative log-likelihood per epoch.
+    With the env's ``observer``, each minibatch's episode clock is drawn afresh
+    (:func:`random_clock`)."""
     policy = model.policy
     policy.set_training_mode(True)
     params = [p for n, p in policy.named_parameters() if "value_net" not in n and "mlp_extractor.value_net" not in n]
@@ -237,7 +262,7 @@ def behaviour_clone(model: Any, obs: np.ndarray, actions: np.ndarray, masks: np.
         total = 0.0
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
-            o = th.as_tensor(obs[idx], device=policy.device)
+            o = th.as_tensor(obs[idx] if observer is None else random_clock(obs[idx], observer, rng), device=policy.device)
             dist = policy.get_distribution(o, action_masks=masks[idx])
             nll = -dist.log_prob(th.as_tensor(actions[idx], device=policy.device)).mean()
             opt.zero_grad()

@@ -266,14 +266,14 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
     moves = real_moves(train_dialogues, observer, encoding) if (cfg.prior.bc_epochs and not cfg.resume) or cfg.prior.demo_coef > 0 else None
     if cfg.prior.bc_epochs and not cfg.resume:
         obs, actions, masks = moves
-        nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed)
+        nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed, observer=observer)
         info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
         log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
     info["speak_coef"], info["strategy_coef"], info["demo_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef, cfg.prior.demo_coef
     if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0 or cfg.prior.demo_coef > 0:
         regularise(model, prior_on_obs(prior, observer, encoding) if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0 else None, cfg.prior.coef,
                    n_strategies=encoding.n_strategies, speak_coef=cfg.prior.speak_coef, strategy_coef=cfg.prior.strategy_coef,
-                   demos=moves, demo_coef=cfg.prior.demo_coef, seed=cfg.seed)
+                   demos=moves, demo_coef=cfg.prior.demo_coef, seed=cfg.seed, observer=observer)
     info["setup_seconds"] = time.perf_counter() - t0
     return prior, info
 

@@ -262,6 +262,10 @@ class Observer:
             self._slices[key] = (slice(start, start + size), box.shape)
             start += size
 
+    def columns(self, key: str) -> slice:
+        """The columns of the flat observation that hold ``key`` of the ``Dict`` one."""
+        return self._slices[key][0]
+
     def unflatten(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         """The ``Dict`` observation of a flat one (views of one copy of ``flat``; only the
         stance matrix is reshaped: a reshape per key was half of this call)."""

@@ -10,7 +10,7 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, prior_kl_terms, real_moves, regularise
+from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, prior_kl_terms, random_clock, real_moves, regularise
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 
 
@@ -170,4 +170,34 @@ def test_prior_and_demonstration_terms_together(seeds):
     assert both.shape == (4,) and np.allclose(both.detach().numpy(), kl_only.detach().numpy() - demo_part, atol=1e-5)
     m.policy.demo_coef = 1.0
     m.learn(128)  # PPO's train() with both terms, minibatches of 64 against demo draws of 8
+    venv.close()
+
+
+def test_real_moves_stand_for_every_step_of_an_episode(seeds):
+    """Real states are observed at an episode's start (clock 0); :func:`random_clock` draws
+    the clock (step / horizon, streak / 3) over the values the simulator shows and leaves the
+    rest; behaviour cloning and the demonstration term draw it for every batch."""
+    venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
+    observer, encoding = venv.get_attr("observer")[0], venv.get_attr("encoding")[0]
+    obs, actions, masks = real_moves(seeds, observer, encoding)
+    col = observer.columns("tempo")
+    assert (obs[:, col] == 0).all()
+    drawn = random_clock(obs, observer, np.random.default_rng(0))
+    steps, streaks = drawn[:, col.start] * observer.horizon, drawn[:, col.start + 1] * 3
+    assert np.allclose(steps, np.round(steps)) and steps.min() >= 0 and steps.max() <= observer.horizon - 1 and len(np.unique(steps)) > 5
+    assert set(np.round(streaks).tolist()) == {0.0, 1.0, 2.0, 3.0}
+    keep = np.ones(obs.shape[1], bool)
+    keep[col] = False
+    assert np.array_equal(drawn[:, keep], obs[:, keep]) and (obs[:, col] == 0).all()  # a copy
+
+    # behaviour cloning and the demonstration term see the drawn clocks, batch by batch
+    m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=16, batch_size=16, seed=0, device="cpu", policy_kwargs={"net_arch": [16]})
+    seen = []
+    real_get = m.policy.get_distribution
+    m.policy.get_distribution = lambda o, action_masks=None: (seen.append(o[:, col].numpy().copy()), real_get(o, action_masks=action_masks))[1]
+    behaviour_clone(m, obs, actions, masks, epochs=2, observer=observer)
+    regularise(m, None, 0.0, n_strategies=encoding.n_strategies, demos=(obs, actions, masks), demo_coef=1.0, observer=observer)
+    m.policy.demo_nll()
+    clocks = np.concatenate(seen)
+    assert len(seen) > 2 and len(np.unique(clocks[:, 0])) > 5 and len(np.unique(clocks[:, 1])) == 4
     venv.close()
