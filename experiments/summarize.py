@@ -269,8 +269,8 @@ def summarize(
                 base = [j.agreement["majority"][metric] for j in members if agent == "policy" and "majority" in j.agreement]
                 if base:
                     row[f"majority_{metric}"] = float(np.mean(base))
-            for metric, key in zip(SIM_AGREEMENT, ("prior_target_r1", "prior_strategy_r1")):
-                vals = [j.sim[key] for j in members if agent == "policy" and j.sim.get(key) is not None]
+            for metric, recorded in zip(SIM_AGREEMENT, ("prior_target_r1", "prior_strategy_r1")):
+                vals = [j.sim[recorded] for j in members if agent == "policy" and j.sim.get(recorded) is not None]
                 if vals:
                     row[metric] = float(np.mean(vals))
             rows.append(row)
