@@ -318,6 +318,7 @@ def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     sim = m["sim_agreement"]
     assert sim["moves"] > 0 and sum(sim["target_roles"].values()) == pytest.approx(100.0) and sum(sim["strategies"].values()) == pytest.approx(100.0)
     assert set(sim["target_roles"]) <= {"speaker1", "other", "dyad", "group"} and 0 <= sim["prior_target_r1"] <= 100
+    assert f"in the simulator (held-out dialogues): the policy spoke {sim['moves']} times" in run.out + run.err
     # summarize puts both axes and the majority's level on the policy's row, and draws them
     run = rescue(["summarize", str(out)])
     assert run.rc == 0, run.err[-2000:]
