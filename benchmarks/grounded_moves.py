@@ -60,26 +60,20 @@ def counts(run: Path, dialogues: dict, scenario: str = "couple") -> dict[str, di
 
 
 def simulated(run: Path, dialogues: dict, steps: int, scenario: str = "couple") -> dict:
-    """:func:`~rescue_env.agents.grounded.simulated_moves` of the run's policy on its held-out
-    dialogues with its env settings and its saved prior (8 sessions, ``steps`` steps each)."""
+    """The run's ``sim_agreement`` (:func:`~rescue_env.experiments.train.simulated_agreement`)
+    recomputed with ``steps`` steps of each of 8 sessions: its policy on its held-out
+    dialogues, with its env settings and its saved prior."""
     from omegaconf import OmegaConf
     from sb3_contrib import MaskablePPO
 
-    from rescue_env.agents.grounded import prior_on_obs, simulated_moves
     from rescue_env.agents.prior import BehaviourPrior
-    from rescue_env.envs.vec_env import GroupSupportVecEnv
-    from rescue_env.experiments.train import env_kwargs
+    from rescue_env.experiments.train import simulated_agreement
 
-    cfg = OmegaConf.load(run / ".hydra" / "config.yaml")
     metrics = json.loads((run / "metrics.json").read_text())
     held = [dialogues[i] for i in metrics["eval_dialogues"] if dialogues[i].scenario == scenario]
     model = MaskablePPO.load(run / "model.zip", device="cpu")
-    venv = GroupSupportVecEnv(num_envs=8, seed=int(cfg.seed) + 30_000, data_path=held, **env_kwargs(cfg))
     prior = BehaviourPrior.load(metrics["grounding"]["path"])
-    try:
-        return simulated_moves(model, venv, steps, prior_on_obs(prior, venv.observer, venv.encoding))
-    finally:
-        venv.close()
+    return simulated_agreement(OmegaConf.load(run / ".hydra" / "config.yaml"), model, prior, held, steps)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> None:
         X = np.concatenate([sim, random_clock(real, observer, np.random.default_rng(0))])
         print(f"  with the real states' clock drawn (random_clock): AUC {auc(X, y):.3f}")
         per_key = []
-        for key, (sl, _) in observer._slices.items():
-            cols = X[:, sl]
+        for key in observer.space.spaces:
+            cols = X[:, observer.columns(key)]
             if np.ptp(cols, axis=0).max() > 0:
                 per_key.append((auc(cols, y), key))
         print("  by observation key alone: " + ", ".join(f"{k} {a:.2f}" for a, k in sorted(per_key, reverse=True)))

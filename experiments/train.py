@@ -263,15 +263,17 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
     prior = BehaviourPrior.load(cfg.prior.path) if cfg.prior.path else BehaviourPrior.fit(train_dialogues, [scenario])
     info: dict[str, Any] = {"coef": cfg.prior.coef, "path": str(cfg.prior.path or prior.save(out / "prior.json"))}
     observer, encoding = vec_env.get_attr("observer")[0], vec_env.get_attr("encoding")[0]
-    moves = real_moves(train_dialogues, observer, encoding) if (cfg.prior.bc_epochs and not cfg.resume) or cfg.prior.demo_coef > 0 else None
-    if cfg.prior.bc_epochs and not cfg.resume:
+    clone = bool(cfg.prior.bc_epochs) and not cfg.resume
+    kl = cfg.prior.coef > 0 or cfg.prior.speak_coef > 0
+    moves = real_moves(train_dialogues, observer, encoding) if clone or cfg.prior.demo_coef > 0 else None
+    if clone:
         obs, actions, masks = moves
         nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed, observer=observer)
         info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
         log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
     info["speak_coef"], info["strategy_coef"], info["demo_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef, cfg.prior.demo_coef
-    if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0 or cfg.prior.demo_coef > 0:
-        regularise(model, prior_on_obs(prior, observer, encoding) if cfg.prior.coef > 0 or cfg.prior.speak_coef > 0 else None, cfg.prior.coef,
+    if kl or cfg.prior.demo_coef > 0:
+        regularise(model, prior_on_obs(prior, observer, encoding) if kl else None, cfg.prior.coef,
                    n_strategies=encoding.n_strategies, speak_coef=cfg.prior.speak_coef, strategy_coef=cfg.prior.strategy_coef,
                    demos=moves, demo_coef=cfg.prior.demo_coef, seed=cfg.seed, observer=observer)
     info["setup_seconds"] = time.perf_counter() - t0
@@ -298,17 +300,17 @@ def real_agreement(model: Any, prior: Any, train: list, held: list, scenario: st
     return out
 
 
-def simulated_agreement(cfg: DictConfig, model: Any, prior: Any, held: list) -> dict[str, Any]:
-    """How the policy moves in the simulator on the held-out dialogues (8 sessions,
-    4 · ``cfg.env.horizon`` steps each): its target roles and strategies, and how often its move is
-    the behaviour prior's most probable one there
+def simulated_agreement(cfg: DictConfig, model: Any, prior: Any, held: list, steps: int | None = None) -> dict[str, Any]:
+    """How the policy moves in the simulator on the held-out dialogues (8 sessions, ``steps``
+    steps each; default 4 · ``cfg.env.horizon``): its target roles and strategies, and how
+    often its move is the behaviour prior's most probable one there
     (:func:`~rescue_env.agents.grounded.simulated_moves`); beside ``real_agreement``, it shows
     whether the policy acts on simulated states as it answers real ones."""
     from rescue_env.agents.grounded import prior_on_obs, simulated_moves
 
-    venv = GroupSupportVecEnv(num_envs=8, seed=cfg.seed + 30_000, data_path=held, **env_kwargs(cfg))
+    venv = GroupSupportVecEnv(num_envs=8, seed=int(cfg.seed) + 30_000, data_path=held, **env_kwargs(cfg))
     try:
-        return simulated_moves(model, venv, 4 * cfg.env.horizon, prior_on_obs(prior, venv.observer, venv.encoding))
+        return simulated_moves(model, venv, steps or 4 * cfg.env.horizon, prior_on_obs(prior, venv.observer, venv.encoding))
     finally:
         venv.close()
 
