@@ -50,6 +50,7 @@ the saved model loads as a plain ``MaskablePPO`` (the prior is not saved with it
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -282,10 +283,10 @@ def simulated_moves(model: Any, venv: Any, steps: int, prior_fn: PriorFn | None 
     roles: ``speaker1`` the client who spoke last, ``other`` another single member, ``dyad``,
     ``group``) and, with ``prior_fn``, ``prior_target_r1`` / ``prior_strategy_r1``: % of the
     moves whose target / strategy is π_prior's most probable one given speaking on that
-    observation. STP/SSP on real dialogues say how the policy answers real states; these say
-    whether it acts the same where it earns its σ* (a policy held to the therapists only on
-    real states can address the client who spoke on those and the whole group in the
-    simulator)."""
+    observation (nan when it never spoke). STP/SSP on real dialogues say how the policy
+    answers real states; these say whether it acts the same where it earns its σ* (a policy
+    held to the therapists only on real states can address the client who spoke on those and
+    the whole group in the simulator)."""
     from collections import Counter
 
     observer, encoding = venv.observer, venv.encoding
@@ -319,6 +320,7 @@ def simulated_moves(model: Any, venv: Any, steps: int, prior_fn: PriorFn | None 
     share = lambda c: {k: 100.0 * v / max(moves, 1) for k, v in c.most_common()}  # noqa: E731
     out: dict[str, Any] = {"moves": moves, "target_roles": share(roles), "strategies": share(strategies)}
     if prior_fn is not None:
-        out["prior_target_r1"], out["prior_strategy_r1"] = (100.0 * hits / max(moves, 1)).tolist()
+        # undefined (nan; null in metrics.json) for a policy that never spoke, not 0 %
+        out["prior_target_r1"], out["prior_strategy_r1"] = (100.0 * hits / moves).tolist() if moves else (math.nan, math.nan)
     return out
 

@@ -402,7 +402,9 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     final = final_comparison(cfg, model, eval_env, train_dialogues, grounding.get("path"))
     agreement = real_agreement(model, prior, train_dialogues, eval_dialogues, scenario) if cfg.prior.agreement else None
     simulated = simulated_agreement(cfg, model, prior, eval_dialogues) if cfg.prior.agreement else None
-    if simulated:
+    if simulated and not simulated["moves"]:
+        log.info("in the simulator (held-out dialogues): the policy never spoke")
+    elif simulated:
         log.info("in the simulator (held-out dialogues): the policy spoke %d times; %.0f %% on the prior's most probable target, %.0f %% with its "
                  "strategy; targets %s", simulated["moves"], simulated["prior_target_r1"], simulated["prior_strategy_r1"],
                  ", ".join(f"{k} {v:.0f} %" for k, v in simulated["target_roles"].items()))

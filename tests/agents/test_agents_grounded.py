@@ -10,7 +10,7 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, prior_kl_terms, random_clock, real_moves, regularise
+from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, prior_kl_terms, random_clock, real_moves, regularise, simulated_moves
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 
 
@@ -200,4 +200,18 @@ def test_real_moves_stand_for_every_step_of_an_episode(seeds):
     m.policy.demo_nll()
     clocks = np.concatenate(seen)
     assert len(seen) > 2 and len(np.unique(clocks[:, 0])) > 5 and len(np.unique(clocks[:, 1])) == 4
+    venv.close()
+
+
+def test_simulated_moves_of_a_policy_that_never_speaks_are_undefined_not_zero():
+    """No move in the simulator: nothing to agree with the prior on (nan, null in
+    metrics.json), where 0 % would read as a policy that always disagrees."""
+
+    class Listener:
+        def predict(self, obs, action_masks=None, deterministic=True):
+            return np.zeros(len(obs), dtype=np.int64), None
+
+    venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
+    sim = simulated_moves(Listener(), venv, 5, lambda o: np.ones((len(o), venv.action_space.n)))
+    assert sim["moves"] == 0 and sim["target_roles"] == {} and math.isnan(sim["prior_target_r1"]) and math.isnan(sim["prior_strategy_r1"])
     venv.close()
