@@ -275,7 +275,7 @@ def behaviour_clone(model: Any, obs: np.ndarray, actions: np.ndarray, masks: np.
     return losses
 
 
-def simulated_moves(model: Any, venv: Any, steps: int, prior_fn: PriorFn | None = None) -> dict[str, Any]:
+def simulated_moves(model: Any, venv: Any, steps: int, prior_fn: PriorFn | None = None, *, keep_observations: bool = False) -> dict[str, Any]:
     """How ``model`` (deterministic) moves in the simulator: ``steps`` steps of each of
     ``venv``'s sessions (a :class:`~rescue_env.envs.vec_env.GroupSupportVecEnv`, reset first).
 
@@ -286,7 +286,9 @@ def simulated_moves(model: Any, venv: Any, steps: int, prior_fn: PriorFn | None 
     observation (nan when it never spoke). STP/SSP on real dialogues say how the policy
     answers real states; these say whether it acts the same where it earns its σ* (a policy
     held to the therapists only on real states can address the client who spoke on those and
-    the whole group in the simulator)."""
+    the whole group in the simulator). With ``keep_observations``, ``observations`` holds
+    every observation the policy answered, ``(steps · num_envs, obs_dim)`` float32 (what
+    ``benchmarks/sim_vs_real.py`` sets against the real decisions' observations)."""
     from collections import Counter
 
     observer, encoding = venv.observer, venv.encoding
@@ -295,8 +297,11 @@ def simulated_moves(model: Any, venv: Any, steps: int, prior_fn: PriorFn | None 
     strategies: Counter[str] = Counter()
     hits = np.zeros(2)
     moves = 0
+    kept: list[np.ndarray] = []
     obs = venv.reset()
     for _ in range(steps):
+        if keep_observations:
+            kept.append(np.asarray(obs, np.float32))
         masks = venv.action_masks()
         actions, _ = model.predict(obs, action_masks=masks, deterministic=True)
         parts = observer.unflatten_batch(np.asarray(obs, np.float64))
@@ -322,5 +327,7 @@ def simulated_moves(model: Any, venv: Any, steps: int, prior_fn: PriorFn | None 
     if prior_fn is not None:
         # undefined (nan; null in metrics.json) for a policy that never spoke, not 0 %
         out["prior_target_r1"], out["prior_strategy_r1"] = (100.0 * hits / moves).tolist() if moves else (math.nan, math.nan)
+    if keep_observations:
+        out["observations"] = np.concatenate(kept) if kept else np.zeros((0, *observer.flat_space.shape), np.float32)
     return out
 

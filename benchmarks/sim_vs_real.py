@@ -37,7 +37,7 @@ def observations(run: Path, dialogues: list, steps_per_horizon: int = 4) -> tupl
     from omegaconf import OmegaConf
     from sb3_contrib import MaskablePPO
 
-    from rescue_env.agents.grounded import real_moves
+    from rescue_env.agents.grounded import real_moves, simulated_moves
     from rescue_env.envs.vec_env import GroupSupportVecEnv
     from rescue_env.experiments.train import env_kwargs
 
@@ -48,17 +48,13 @@ def observations(run: Path, dialogues: list, steps_per_horizon: int = 4) -> tupl
     held = [by_id[i] for i in metrics["eval_dialogues"]]
     model = MaskablePPO.load(run / "model.zip", device="cpu")
     venv = GroupSupportVecEnv(num_envs=8, seed=int(cfg.seed) + 30_000, data_path=held, **env_kwargs(cfg))
-    sim = []
-    obs = venv.reset()
-    for _ in range(steps_per_horizon * int(cfg.env.horizon)):
-        sim.append(np.asarray(obs, np.float32))
-        actions, _ = model.predict(obs, action_masks=venv.action_masks(), deterministic=True)
-        obs, _, _, _ = venv.step(actions)
+    # the episodes of the run's sim_agreement (train.simulated_agreement: the same venv seed)
+    sim = simulated_moves(model, venv, steps_per_horizon * int(cfg.env.horizon), keep_observations=True)["observations"]
     observer, encoding = venv.observer, venv.encoding
     venv.close()
     playable = [d for d in dialogues if d.scenario == scenario and len(d.participants) <= encoding.max_members]
     real, _, _ = real_moves(playable, observer, encoding)
-    return np.concatenate(sim), real, observer
+    return sim, real, observer
 
 
 def auc(X: np.ndarray, y: np.ndarray, seed: int = 0) -> float:

@@ -266,6 +266,12 @@ class TrainConfig:
     eval_episodes: int = 40
     #: fraction of seed dialogues held out from training for evaluation
     holdout: float = 0.34
+    #: group k-fold instead of ``holdout``: hold out fold ``holdout_fold`` (0-based) of
+    #: ``holdout_folds`` (a couple's or family's sessions stay in one fold; the folds hold
+    #: about equal numbers of dialogues). Sweep ``holdout_fold=0,1,2,3`` to score every
+    #: dialogue once; ``rescue summarize`` pools a setting's folds like its seeds
+    holdout_fold: Optional[int] = None
+    holdout_folds: int = 4
     checkpoint_freq: int = 20_000
     #: checkpoint (.zip) to resume from
     resume: Optional[str] = None
@@ -291,6 +297,8 @@ class TrainConfig:
         check_range(self, "learning_rate", 0.0, low_open=True)
         check_range(self, "gamma", 0.0, 1.0)
         check_range(self, "holdout", 0.0, 0.95)
+        check_range(self, "holdout_folds", 2)
+        check_range(self, "holdout_fold", 0, self.holdout_folds - 1, optional=True)
         if not self.net_arch or any(n < 1 for n in self.net_arch):
             raise ValueError(f"net_arch={list(self.net_arch)!r}: expected a non-empty list of layer widths >= 1")
 

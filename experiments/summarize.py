@@ -3,8 +3,9 @@ grouped by the swept keys, aggregated over seeds the way RL papers report.
 
 Every folder under ``DIR`` holding a ``metrics.json`` of ``rescue train`` or ``rescue
 rollout`` is a job; its Hydra overrides (``.hydra/overrides.yaml``) say what it ran. Keys whose
-value differs between jobs are the swept keys; jobs that differ only in ``seed`` (the seed
-keys, ``--seed-key``) form one group. Per group and agent, over the group's seeds:
+value differs between jobs are the swept keys; jobs that differ only in their replicate keys
+(``--seed-key``; by default ``seed`` and ``holdout_fold``) form one group. Per group and agent,
+over the group's jobs (its seeds, and folds where it has them; the ``seeds`` column counts them):
 
 - the mean σ* return with its 95 % Student-t interval across seeds;
 - the interquartile mean (IQM) with its 95 % stratified-bootstrap interval (``rliable``,
@@ -60,8 +61,12 @@ AGREEMENT = {"itp_f1": "real ITP\nF1 %", "stp_r1": "real STP\nR@1 %", "ssp_r1": 
 #: whether it acts on simulated states as it answers real ones (``sim_agreement``)
 SIM_AGREEMENT = {"sim_target_r1": "sim target\n= prior %", "sim_strategy_r1": "sim strategy\n= prior %"}
 
-#: Override keys that name a seed (jobs differing only in these are one group).
-SEED_KEYS = ("seed",)
+#: Override keys that name a replicate (jobs differing only in these are one group): the seed,
+#: and the fold of a group k-fold (``holdout_fold``: a setting's folds together score every
+#: held-out dialogue once)
+SEED_KEYS = ("seed", "holdout_fold")
+#: the task each agreement figure scores (its instance count weighs a job when jobs are pooled)
+AGREEMENT_TASK = {"itp_f1": "itp", "stp_r1": "stp", "ssp_r1": "ssp"}
 
 
 @dataclass
@@ -222,6 +227,23 @@ def pooled(job: Job, include_failed: bool) -> bool:
     return bool(job.kind) and (job.status == "ok" or (include_failed and job.failed > 0))
 
 
+def pooled_agreement(members: Sequence[Job], predictor: str, metric: str) -> float | None:
+    """``predictor``'s agreement figure over ``members``, each job weighted by its instance
+    count: seeds of one split weigh alike (the plain mean), and the folds of a group k-fold
+    pool into R@1 over all their instances (right answers / instances; for ITP F1, the
+    instance-weighted mean of the folds' F1). None when no member has it."""
+    vals, weights = [], []
+    for j in members:
+        fig = j.agreement.get(predictor)
+        if fig is None or fig.get(metric) is None:
+            continue
+        vals.append(float(fig[metric]))
+        weights.append(float((fig.get("n") or {}).get(AGREEMENT_TASK[metric], 1) or 0))
+    if not vals:
+        return None
+    return float(np.average(vals, weights=weights)) if sum(weights) > 0 else float(np.mean(vals))
+
+
 def summarize(
     root: str | Path, *, seed_keys: Sequence[str] = SEED_KEYS, reps: int = 2000, plot: bool = True, include_failed: bool = False
 ) -> dict[str, Any]:
@@ -262,13 +284,11 @@ def summarize(
             # own; the imitation agent's is the behaviour prior's)
             source = {"policy": "policy", "imitation": "prior"}.get(agent)
             for metric in AGREEMENT:
-                vals = [j.agreement[source][metric] for j in members if source and source in j.agreement]
-                if vals:
-                    row[metric] = float(np.mean(vals))
+                if source and (pooled_figure := pooled_agreement(members, source, metric)) is not None:
+                    row[metric] = pooled_figure
                 # the majority baseline on the same held-out dialogues: the level to reach
-                base = [j.agreement["majority"][metric] for j in members if agent == "policy" and "majority" in j.agreement]
-                if base:
-                    row[f"majority_{metric}"] = float(np.mean(base))
+                if agent == "policy" and (base := pooled_agreement(members, "majority", metric)) is not None:
+                    row[f"majority_{metric}"] = base
             for metric, recorded in zip(SIM_AGREEMENT, ("prior_target_r1", "prior_strategy_r1")):
                 vals = [j.sim[recorded] for j in members if agent == "policy" and j.sim.get(recorded) is not None]
                 if vals:
@@ -409,7 +429,7 @@ class SummarizeCallback(Callback):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rescue summarize", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", help="a sweep folder (multirun/...) or any folder of run folders")
-    parser.add_argument("--seed-key", action="append", dest="seed_keys", help="override key naming a seed (default: seed); repeatable")
+    parser.add_argument("--seed-key", action="append", dest="seed_keys", help="override key naming a replicate (default: seed and holdout_fold); repeatable")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples of the IQM interval (default 2000)")
     parser.add_argument("--no-plot", action="store_true", help="skip summary.png")
     parser.add_argument("--include-failed", action="store_true",

@@ -80,16 +80,31 @@ class NamespacedTensorBoard(KVWriter):
         self.inner.close()
 
 
-def split_dialogues(dialogues: list, holdout: float) -> tuple[list, list]:
+def split_dialogues(dialogues: list, holdout: float, fold: int | None = None, folds: int = 4) -> tuple[list, list]:
     """(train, held-out) split of one scenario's dialogues, fixed across training seeds.
 
     Whole couples or families are held out (:func:`rescue_env.data.groups.session_groups`: a group's
-    sessions leave together), in a fixed random order, until ``holdout`` of the dialogues
-    are; with a single group, single dialogues are."""
+    sessions leave together). With ``fold`` (group k-fold), the held-out dialogues are fold
+    ``fold`` of ``folds`` (scikit-learn's ``GroupKFold``: each group in one fold, the folds
+    about equal in dialogues), so the folds' held-out sets cover every dialogue once; raises
+    ``ValueError`` when there are fewer groups than folds. Otherwise groups are held out in a
+    fixed random order until ``holdout`` of the dialogues are; with a single group, single
+    dialogues are."""
     from rescue_env.data.groups import session_groups
 
     by_id = session_groups(dialogues)
     groups = [by_id[d.sample_id] for d in dialogues]
+    if fold is not None:
+        from sklearn.model_selection import GroupKFold
+
+        n_groups = len(set(groups))
+        if n_groups < folds:
+            raise ValueError(f"holdout_folds={folds}: the {dialogues[0].scenario} dialogues hold {n_groups} couple(s) or family(ies), "
+                             f"fewer than the folds (a group's sessions stay together); set holdout_folds <= {n_groups} or give more data")
+        if not 0 <= fold < folds:
+            raise ValueError(f"holdout_fold={fold} is out of range: expected 0 <= holdout_fold < holdout_folds={folds}")
+        train_idx, held_idx = list(GroupKFold(n_splits=folds).split(np.zeros(len(dialogues)), groups=groups))[fold]
+        return [dialogues[i] for i in sorted(train_idx)], [dialogues[i] for i in sorted(held_idx)]
     names = list(dict.fromkeys(groups)) if len(set(groups)) > 1 else [str(i) for i in range(len(dialogues))]
     if len(set(groups)) <= 1:
         groups = names
@@ -365,7 +380,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members, scenario)
     if not dialogues:
         raise ValueError(f"no {scenario} dialogue in {source}")
-    train_dialogues, eval_dialogues = split_dialogues(dialogues, cfg.holdout)
+    train_dialogues, eval_dialogues = split_dialogues(dialogues, cfg.holdout, cfg.holdout_fold, cfg.holdout_folds)
     kwargs = env_kwargs(cfg)
 
     # the native VecEnv: flat observations for MlpPolicy, batched calibrated steps, Monitor's

@@ -215,3 +215,24 @@ def test_simulated_moves_of_a_policy_that_never_speaks_are_undefined_not_zero():
     sim = simulated_moves(Listener(), venv, 5, lambda o: np.ones((len(o), venv.action_space.n)))
     assert sim["moves"] == 0 and sim["target_roles"] == {} and math.isnan(sim["prior_target_r1"]) and math.isnan(sim["prior_strategy_r1"])
     venv.close()
+
+
+def test_simulated_moves_keeps_the_observations_the_policy_answered():
+    """``keep_observations``: the observations ``sim_vs_real.py`` classifies are exactly
+    those the policy was asked to act on, step by step."""
+
+    class Recorder:
+        def __init__(self):
+            self.asked: list[np.ndarray] = []
+
+        def predict(self, obs, action_masks=None, deterministic=True):
+            self.asked.append(np.asarray(obs, np.float32).copy())
+            return np.array([int(np.flatnonzero(m)[-1]) for m in action_masks]), None  # always speak
+
+    venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
+    rec = Recorder()
+    sim = simulated_moves(rec, venv, 6, keep_observations=True)
+    assert sim["observations"].shape == (12, venv.observation_space.shape[0]) and sim["moves"] == 12
+    assert np.array_equal(sim["observations"], np.concatenate(rec.asked))
+    assert "observations" not in simulated_moves(rec, venv, 2)
+    venv.close()

@@ -50,6 +50,8 @@ def test_nonsense_rollout_settings_are_refused_before_anything_is_written(rescue
     [
         ("train", "total_timesteps=-5", "total_timesteps=-5 is out of range"),
         ("train", "algo=recurrent_ppo", "unknown algo 'recurrent_ppo'"),
+        ("train", "holdout_fold=4", "holdout_fold=4 is out of range: expected holdout_fold >= 0 and holdout_fold <= 3"),
+        ("train", "holdout_folds=1", "holdout_folds=1 is out of range: expected holdout_folds >= 2"),
         ("calibrate", "folds=0", "folds=0 is out of range: expected folds >= 2"),
     ],
 )

@@ -293,6 +293,31 @@ def test_held_out_dialogues_are_whole_couples():
     assert split_dialogues(ds, 0.34) == (train, held)  # fixed across seeds
 
 
+def test_group_k_fold_holds_out_every_dialogue_once_with_couples_whole():
+    """``holdout_fold=i holdout_folds=k``: the k folds' held-out sets partition the dialogues,
+    a couple's sessions in one fold, each fold's training set the rest; too few couples for the
+    folds, or a fold out of range, is a clear error."""
+    from dataclasses import replace
+
+    from rescue_env.data import load_dialogues
+    from rescue_env.experiments.train import split_dialogues
+
+    base = next(d for d in load_dialogues() if d.scenario == "couple")
+    ds = [replace(base, sample_id=f"{c}/{k:03d}_s", participants=[f"{c}A", f"{c}B"]) for c, n in zip("pqrstu", (4, 1, 2, 3, 1, 1)) for k in range(n)]
+    couples = lambda xs: {d.sample_id.split("/")[0] for d in xs}  # noqa: E731
+    held_all = []
+    for fold in range(3):
+        train, held = split_dialogues(ds, 0.34, fold, 3)
+        assert held and not couples(train) & couples(held) and len(train) + len(held) == len(ds)
+        assert split_dialogues(ds, 0.34, fold, 3) == (train, held)  # fixed across seeds
+        held_all += [d.sample_id for d in held]
+    assert sorted(held_all) == sorted(d.sample_id for d in ds)
+    with pytest.raises(ValueError, match="6 couple"):
+        split_dialogues(ds, 0.34, 0, 7)
+    with pytest.raises(ValueError, match="holdout_fold=3 is out of range"):
+        split_dialogues(ds, 0.34, 3, 3)
+
+
 def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     """experiment=grounded on real couples: behaviour cloning, the KL penalty, the σ* margin
     over the heuristic and agreement with real therapists on held-out real dialogues."""
