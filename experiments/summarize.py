@@ -3,9 +3,13 @@ grouped by the swept keys, aggregated over seeds the way RL papers report.
 
 Every folder under ``DIR`` holding a ``metrics.json`` of ``rescue train`` or ``rescue
 rollout`` is a job; its Hydra overrides (``.hydra/overrides.yaml``) say what it ran. Keys whose
-value differs between jobs are the swept keys; jobs that differ only in their replicate keys
-(``--seed-key``; by default ``seed`` and ``holdout_fold``) form one group. Per group and agent,
-over the group's jobs (its seeds, and folds where it has them; the ``seeds`` column counts them):
+value differs between jobs are the swept keys; jobs that differ only in ``seed`` (the seed
+keys, ``--seed-key``) form one group. The folds of a group k-fold (``holdout_fold``: each
+held-out set once) are combined first, seed by seed, into one cross-validated score per seed:
+σ* and Δ the mean over the folds, real agreement pooled over the folds' instances (R@1:
+right answers over all their instances; ITP F1: the folds' F1 weighted by instances). Jobs
+of a k-fold and jobs of the plain ``holdout`` split never share a group (a ``split`` column
+tells them apart). Per group and agent, over the group's seeds:
 
 - the mean σ* return with its 95 % Student-t interval across seeds;
 - the interquartile mean (IQM) with its 95 % stratified-bootstrap interval (``rliable``,
@@ -61,10 +65,11 @@ AGREEMENT = {"itp_f1": "real ITP\nF1 %", "stp_r1": "real STP\nR@1 %", "ssp_r1": 
 #: whether it acts on simulated states as it answers real ones (``sim_agreement``)
 SIM_AGREEMENT = {"sim_target_r1": "sim target\n= prior %", "sim_strategy_r1": "sim strategy\n= prior %"}
 
-#: Override keys that name a replicate (jobs differing only in these are one group): the seed,
-#: and the fold of a group k-fold (``holdout_fold``: a setting's folds together score every
-#: held-out dialogue once)
-SEED_KEYS = ("seed", "holdout_fold")
+#: Override keys that name a seed (jobs differing only in these are one group).
+SEED_KEYS = ("seed",)
+#: the key of a group k-fold's fold (``rescue train holdout_fold=i``): a seed's folds are
+#: combined into one cross-validated score before seeds are aggregated
+FOLD_KEY = "holdout_fold"
 #: the task each agreement figure scores (its instance count weighs a job when jobs are pooled)
 AGREEMENT_TASK = {"itp_f1": "itp", "stp_r1": "stp", "ssp_r1": "ssp"}
 
@@ -91,6 +96,8 @@ class Job:
     sim: dict[str, Any] = field(default_factory=dict)
     #: the job's composed config (``.hydra/config.yaml``; empty when absent)
     config: dict[str, Any] = field(default_factory=dict)
+    #: folds of a group k-fold combined into this job (:func:`combine_folds`; 0: one split)
+    folds: int = 0
 
     def setting(self, key: str) -> str:
         """The job's value of an override key, as its composed config holds it where the key
@@ -231,7 +238,8 @@ def pooled_agreement(members: Sequence[Job], predictor: str, metric: str) -> flo
     """``predictor``'s agreement figure over ``members``, each job weighted by its instance
     count: seeds of one split weigh alike (the plain mean), and the folds of a group k-fold
     pool into R@1 over all their instances (right answers / instances; for ITP F1, the
-    instance-weighted mean of the folds' F1). None when no member has it."""
+    instance-weighted mean of the folds' F1). None when no member has it, or none has an
+    instance."""
     vals, weights = [], []
     for j in members:
         fig = j.agreement.get(predictor)
@@ -239,9 +247,50 @@ def pooled_agreement(members: Sequence[Job], predictor: str, metric: str) -> flo
             continue
         vals.append(float(fig[metric]))
         weights.append(float((fig.get("n") or {}).get(AGREEMENT_TASK[metric], 1) or 0))
-    if not vals:
+    if not vals or sum(weights) <= 0:
         return None
-    return float(np.average(vals, weights=weights)) if sum(weights) > 0 else float(np.mean(vals))
+    return float(np.average(vals, weights=weights))
+
+
+def _is_fold(job: Job) -> bool:
+    return job.setting(FOLD_KEY) not in ("", "null")
+
+
+def combine_folds(members: Sequence[Job], seed_keys: Sequence[str]) -> list[Job]:
+    """One job per seed: a seed's folds of a group k-fold combined (see the module docstring);
+    jobs of the plain split pass through. The combined job's ``folds`` counts its folds."""
+    by_seed: dict[tuple[str, ...], list[Job]] = defaultdict(list)
+    for j in members:
+        by_seed[tuple(j.setting(k) for k in seed_keys)].append(j)
+    out = []
+    for seed_jobs in by_seed.values():
+        if not _is_fold(seed_jobs[0]):
+            out.extend(seed_jobs)
+            continue
+        first = seed_jobs[0]
+        cv = Job(first.path, first.overrides, first.kind, reference=first.reference, config=first.config)
+        cv.folds = len({j.setting(FOLD_KEY) for j in seed_jobs})
+        try:
+            expected = int(json.loads(first.setting("holdout_folds")))
+        except (TypeError, ValueError):
+            expected = cv.folds
+        if cv.folds < expected:  # its σ* and agreement leave out the missing folds' dialogues
+            log.warning("%s: %d of the %d folds of its seed are here; its cross-validated figures cover those only", first.path, cv.folds, expected)
+        for agent in dict.fromkeys(a for j in seed_jobs for a in j.scores):
+            cv.scores[agent] = float(np.mean([j.scores[agent] for j in seed_jobs if agent in j.scores]))
+        for agent in dict.fromkeys(a for j in seed_jobs for a in j.deltas):
+            cv.deltas[agent] = float(np.mean([j.deltas[agent] for j in seed_jobs if agent in j.deltas]))
+        for predictor in dict.fromkeys(k for j in seed_jobs for k in j.agreement):
+            fig: dict[str, Any] = {m: v for m in AGREEMENT if (v := pooled_agreement(seed_jobs, predictor, m)) is not None}
+            fig["n"] = {t: sum(int(((j.agreement.get(predictor) or {}).get("n") or {}).get(t, 0)) for j in seed_jobs) for t in AGREEMENT_TASK.values()}
+            cv.agreement[predictor] = fig
+        for recorded in ("prior_target_r1", "prior_strategy_r1"):
+            vals = [j.sim[recorded] for j in seed_jobs if j.sim.get(recorded) is not None]
+            if vals:
+                cv.sim[recorded] = float(np.mean(vals))
+        cv.episodes, cv.failed = sum(j.episodes for j in seed_jobs), sum(j.failed for j in seed_jobs)
+        out.append(cv)
+    return out
 
 
 def summarize(
@@ -257,11 +306,13 @@ def summarize(
     if not jobs:
         raise FileNotFoundError(f"no run under {root}: expected folders with metrics.json (rescue train / rollout outputs)")
     swept = swept_keys(jobs)
-    by = [k for k in swept if k not in seed_keys]
+    by = [k for k in swept if k not in seed_keys and k != FOLD_KEY]
+    # a k-fold and the plain split are different evaluations: never one group
+    mixed_splits = len({_is_fold(j) for j in jobs}) > 1
     groups: dict[tuple[str, ...], list[Job]] = defaultdict(list)
     left_out: dict[tuple[str, ...], int] = defaultdict(int)
     for j in jobs:
-        key = tuple(j.setting(k) for k in by)
+        key = (*(j.setting(k) for k in by), "k-fold" if _is_fold(j) else "holdout")
         if pooled(j, include_failed):
             groups[key].append(j)
         elif j.kind:
@@ -269,6 +320,7 @@ def summarize(
     rows: list[dict[str, Any]] = []
     matrices: dict[str, np.ndarray] = {}
     for key, members in groups.items():
+        members = combine_folds(members, seed_keys)
         agents = list(dict.fromkeys(a for j in members for a in j.scores))
         for agent in agents:
             values = [j.scores[agent] for j in members if agent in j.scores]
@@ -277,9 +329,12 @@ def summarize(
             d_mean, d_half = mean_ci(deltas) if deltas else (math.nan, math.nan)
             # shown as the first member's override (its config's value when it had none)
             shown = {k: members[0].overrides.get(k, members[0].setting(k)) for k in by}
+            if mixed_splits:
+                shown["split"] = key[-1]
             row = {**shown, "agent": agent, "seeds": len(values), "mean": mean, "ci95": half,
                    "reference": members[0].reference, "delta_mean": d_mean, "delta_ci95": d_half, "delta_seeds": len(deltas),
-                   "failed": sum(j.failed for j in members), "jobs_left_out": left_out[key], "values": values}
+                   "failed": sum(j.failed for j in members), "jobs_left_out": left_out[key], "values": values,
+                   "folds": max(j.folds for j in members)}
             # the second axis of a grounded run: agreement with real therapists (the policy's
             # own; the imitation agent's is the behaviour prior's)
             source = {"policy": "policy", "imitation": "prior"}.get(agent)
@@ -297,7 +352,7 @@ def summarize(
             matrices[str(len(rows) - 1)] = np.asarray(values, dtype=float)[:, None]  # (seeds, 1 task)
     for i, (point, low, high) in iqm_intervals(matrices, reps).items():
         rows[int(i)].update(iqm=point, iqm_ci_low=low, iqm_ci_high=high)
-    result = {"root": str(root), "swept": swept, "group_by": by, "seed_keys": list(seed_keys), "bootstrap_reps": reps,
+    result = {"root": str(root), "swept": swept, "group_by": [*by, "split"] if mixed_splits else by, "seed_keys": list(seed_keys), "bootstrap_reps": reps,
               "include_failed": include_failed, "rows": rows,
               "jobs": [{"path": str(j.path.relative_to(root)), "kind": j.kind, "status": j.status, "episodes": j.episodes,
                         "failed": j.failed, "pooled": pooled(j, include_failed), "overrides": j.overrides} for j in jobs]}
@@ -309,7 +364,8 @@ def table_rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The printed table (≤ 100 columns for a few swept keys)."""
     by = result["group_by"]
     ref = next((r["reference"] for r in result["rows"] if r.get("reference")), None)
-    headers = [*by, "agent", "seeds", "σ* return\nmean ± 95 %", "IQM\n[95 % CI]"]
+    folds = any(r.get("folds") for r in result["rows"])  # a group k-fold: its folds per seed
+    headers = [*by, "agent", "seeds", *(["folds"] if folds else []), "σ* return\nmean ± 95 %", "IQM\n[95 % CI]"]
     if ref:
         headers.append(f"Δ vs {ref}\nmean ± 95 %")
     # failed episodes in the pooled jobs (--include-failed) and jobs left out: shown when any
@@ -322,7 +378,7 @@ def table_rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     out = []
     for r in result["rows"]:
         iqm = f"{r['iqm']:.2f}" + ("" if math.isnan(r["iqm_ci_low"]) else f" [{r['iqm_ci_low']:.2f}, {r['iqm_ci_high']:.2f}]")
-        row = [*(r[k] for k in by), r["agent"], str(r["seeds"]), _pm(r["mean"], r["ci95"]), iqm]
+        row = [*(r[k] for k in by), r["agent"], str(r["seeds"]), *([str(r.get("folds") or "")] if folds else []), _pm(r["mean"], r["ci95"]), iqm]
         if ref:
             row.append("reference" if r["agent"] == ref else ("-" if not r["delta_seeds"] else _pm(r["delta_mean"], r["delta_ci95"], signed=True)))
         if faults:
@@ -340,7 +396,7 @@ def _pm(mean: float, half: float, signed: bool = False) -> str:
 def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, plot: bool = True) -> None:
     """``summary.csv``, ``summary.json``, ``jobs.csv`` and ``summary.png`` into ``root``."""
     by = result["group_by"]
-    fields = [*by, "agent", "seeds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds",
+    fields = [*by, "agent", "seeds", "folds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds",
               "failed", "jobs_left_out", *AGREEMENT, *SIM_AGREEMENT]
     with atomic_open(root / "summary.csv", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
@@ -402,6 +458,11 @@ def print_summary(result: dict[str, Any]) -> str:
     text = tabulate(rows, headers=headers, disable_numparse=True)
     bad = [j for j in result["jobs"] if j["status"] != "ok"]
     lines = [f"{len(result['jobs'])} job(s) under {result['root']}; grouped by {', '.join(result['group_by']) or 'nothing (seeds only)'}", text]
+    for r in result["rows"]:  # the level the policy's real agreement is to reach
+        base = [f"{m.split('_')[0].upper()} {'F1' if m.endswith('f1') else 'R@1'} {r[f'majority_{m}']:.1f}" for m in AGREEMENT if f"majority_{m}" in r]
+        if base:
+            where = ", ".join(f"{k}={r[k]}" for k in result["group_by"])
+            lines.append(f"majority baseline on the same held-out real dialogues{' (' + where + ')' if where else ''}: {', '.join(base)} %")
     for j in bad:
         if j["pooled"]:
             lines.append(f"kept {j['path']} in the means (--include-failed): {j['status']}")
@@ -429,7 +490,7 @@ class SummarizeCallback(Callback):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rescue summarize", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", help="a sweep folder (multirun/...) or any folder of run folders")
-    parser.add_argument("--seed-key", action="append", dest="seed_keys", help="override key naming a replicate (default: seed and holdout_fold); repeatable")
+    parser.add_argument("--seed-key", action="append", dest="seed_keys", help="override key naming a seed (default: seed); repeatable")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples of the IQM interval (default 2000)")
     parser.add_argument("--no-plot", action="store_true", help="skip summary.png")
     parser.add_argument("--include-failed", action="store_true",

@@ -98,8 +98,11 @@ def split_dialogues(dialogues: list, holdout: float, fold: int | None = None, fo
         from sklearn.model_selection import GroupKFold
 
         n_groups = len(set(groups))
+        if n_groups < 2:
+            raise ValueError(f"holdout_fold: a group k-fold needs at least 2 couples or families, and the {dialogues[0].scenario} dialogues "
+                             "hold one (its sessions stay together); leave holdout_fold unset to hold out single sessions (holdout=share), or give more data")
         if n_groups < folds:
-            raise ValueError(f"holdout_folds={folds}: the {dialogues[0].scenario} dialogues hold {n_groups} couple(s) or family(ies), "
+            raise ValueError(f"holdout_folds={folds}: the {dialogues[0].scenario} dialogues hold {n_groups} couples or families, "
                              f"fewer than the folds (a group's sessions stay together); set holdout_folds <= {n_groups} or give more data")
         if not 0 <= fold < folds:
             raise ValueError(f"holdout_fold={fold} is out of range: expected 0 <= holdout_fold < holdout_folds={folds}")
@@ -185,6 +188,8 @@ def hparams(cfg: DictConfig) -> dict[str, Any]:
         "n_envs": cfg.n_envs, "n_steps": cfg.n_steps, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
         "ent_coef": cfg.ent_coef, "gamma": cfg.gamma, "net_arch": str(list(cfg.net_arch)), "horizon": cfg.env.horizon,
         "dynamics": cfg.dynamics.name,
+        # the held-out dialogues: a share, or one fold of a group k-fold
+        "holdout": cfg.holdout if cfg.holdout_fold is None else f"fold {cfg.holdout_fold} of {cfg.holdout_folds}",
     }
     flat.update({f"reward.{k}": v for k, v in OmegaConf.to_container(cfg.reward).items() if isinstance(v, (int, float, str, bool))})  # type: ignore[union-attr]
     return flat
@@ -374,7 +379,8 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if scenario not in ("couple", "family"):
         raise ValueError(f"training runs one scenario: env=couple or env=family (got env.scenario={scenario!r})")
     env_id = f"rescue_env/{scenario.capitalize()}-v0"
-    run_name = f"{env_id.replace('/', '_')}__{cfg.algo}__{cfg.seed}__{int(time.time())}"
+    fold = "" if cfg.holdout_fold is None else f"fold{cfg.holdout_fold}__"  # a k-fold's jobs apart in TensorBoard
+    run_name = f"{env_id.replace('/', '_')}__{cfg.algo}__{cfg.seed}__{fold}{int(time.time())}"
 
     # every group must fit the env (env.max_members): an error naming the sample, never a cut
     dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members, scenario)

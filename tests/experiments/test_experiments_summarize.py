@@ -173,25 +173,35 @@ def test_jobs_with_the_same_setting_group_together_however_it_was_written(tmp_pa
     assert policy == {"null": (2, pytest.approx(2.0)), "0.1": (2, pytest.approx(6.0))}
 
 
-def test_the_folds_of_a_group_k_fold_pool_like_seeds_and_agreement_by_instances(tmp_path: Path):
-    """``holdout_fold`` is a replicate key: a setting's folds form one group with its seeds,
-    and its real-agreement figures pool over the folds' instances (R@1 = right / instances),
-    not as a plain mean of folds of different sizes."""
+def test_the_folds_of_a_group_k_fold_combine_per_seed_and_agreement_pools_by_instances(tmp_path: Path):
+    """``holdout_fold`` jobs: a seed's folds combine into one cross-validated score (σ* and Δ
+    the folds' mean; R@1 right answers over all the folds' instances, not the mean of folds of
+    different sizes); seeds are then aggregated as usual, and a plain-split job in the same
+    folder stays in a group of its own."""
     n = 0
+
+    def job(overrides: list[str], fold: int, seed: int, instances: int, stp: float) -> None:
+        nonlocal n
+        fake_train_job(tmp_path / str(n), overrides, 1.0 + fold + seed, -1.0, 2.0 + fold + 2 * seed)
+        m = json.loads((tmp_path / str(n) / "metrics.json").read_text())
+        fig = {"itp_f1": 60.0, "stp_r1": stp, "ssp_r1": 10.0, "n": {"itp": 100, "stp": instances, "ssp": instances}}
+        m["real_agreement"] = {"dialogues": [], "policy": fig, "prior": fig, "majority": {**fig, "stp_r1": 25.0}}
+        (tmp_path / str(n) / "metrics.json").write_text(json.dumps(m))
+        n += 1
+
     for coef in ("0.03", "0.1"):
         for fold, (instances, stp) in enumerate(((80, 50.0), (20, 100.0))):
             for seed in range(2):
-                fake_train_job(tmp_path / str(n), [f"prior.coef={coef}", f"holdout_fold={fold}", f"seed={seed}"], 1.0 + fold, -1.0, 2.0 + fold)
-                m = json.loads((tmp_path / str(n) / "metrics.json").read_text())
-                fig = {"itp_f1": 60.0, "stp_r1": stp, "ssp_r1": 10.0, "n": {"itp": 100, "stp": instances, "ssp": instances}}
-                m["real_agreement"] = {"dialogues": [], "policy": fig, "prior": fig, "majority": {**fig, "stp_r1": 25.0}}
-                (tmp_path / str(n) / "metrics.json").write_text(json.dumps(m))
-                n += 1
+                job([f"prior.coef={coef}", f"holdout_fold={fold}", f"seed={seed}"], fold, seed, instances, stp)
+    job(["prior.coef=0.03", "seed=0"], 0, 0, 50, 0.0)  # the plain holdout split
     result = summarize(tmp_path, reps=100, plot=False)
-    assert result["group_by"] == ["prior.coef"]
-    policy = {r["prior.coef"]: r for r in result["rows"] if r["agent"] == "policy"}
-    assert set(policy) == {"0.03", "0.1"}
-    r = policy["0.03"]
-    assert r["seeds"] == 4 and r["delta_mean"] == pytest.approx(2.5)
+    assert result["group_by"] == ["prior.coef", "split"]
+    policy = {(r["prior.coef"], r["split"]): r for r in result["rows"] if r["agent"] == "policy"}
+    assert set(policy) == {("0.03", "k-fold"), ("0.1", "k-fold"), ("0.03", "holdout")}
+    r = policy["0.03", "k-fold"]
+    # two seeds of two folds each: per seed Δ = mean(2 + 2s, 3 + 2s); across seeds 3.5
+    assert r["seeds"] == 2 and r["folds"] == 2 and r["values"] == [1.5, 2.5] and r["delta_mean"] == pytest.approx(3.5)
     # (80 · 50 % + 20 · 100 %) / 100 = 60 %, where the mean of the folds would say 75 %
     assert r["stp_r1"] == pytest.approx(60.0) and r["majority_stp_r1"] == pytest.approx(25.0)
+    plain = policy["0.03", "holdout"]
+    assert plain["seeds"] == 1 and plain["folds"] == 0 and plain["stp_r1"] == 0.0

@@ -306,14 +306,17 @@ def test_group_k_fold_holds_out_every_dialogue_once_with_couples_whole():
     ds = [replace(base, sample_id=f"{c}/{k:03d}_s", participants=[f"{c}A", f"{c}B"]) for c, n in zip("pqrstu", (4, 1, 2, 3, 1, 1)) for k in range(n)]
     couples = lambda xs: {d.sample_id.split("/")[0] for d in xs}  # noqa: E731
     held_all = []
-    for fold in range(3):
+    for fold, expected in enumerate(({"p"}, {"s", "t"}, {"q", "r", "u"})):
         train, held = split_dialogues(ds, 0.34, fold, 3)
-        assert held and not couples(train) & couples(held) and len(train) + len(held) == len(ds)
-        assert split_dialogues(ds, 0.34, fold, 3) == (train, held)  # fixed across seeds
+        # the folds are balanced in dialogues (4, 3 + 1, 1 + 2 + 1), ties broken the same way on
+        # every install (a fold's jobs on two machines must hold out the same couples)
+        assert couples(held) == expected and couples(train) == set("pqrstu") - expected and len(train) + len(held) == len(ds)
         held_all += [d.sample_id for d in held]
     assert sorted(held_all) == sorted(d.sample_id for d in ds)
-    with pytest.raises(ValueError, match="6 couple"):
+    with pytest.raises(ValueError, match="hold 6 couples or families, fewer than the folds"):
         split_dialogues(ds, 0.34, 0, 7)
+    with pytest.raises(ValueError, match="at least 2 couples or families"):
+        split_dialogues([d for d in ds if d.sample_id.startswith("p/")], 0.34, 0, 2)
     with pytest.raises(ValueError, match="holdout_fold=3 is out of range"):
         split_dialogues(ds, 0.34, 3, 3)
 
