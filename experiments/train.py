@@ -87,9 +87,9 @@ def split_dialogues(dialogues: list, holdout: float, fold: int | None = None, fo
     sessions leave together). With ``fold`` (group k-fold), the held-out dialogues are fold
     ``fold`` of ``folds`` (scikit-learn's ``GroupKFold``: each group in one fold, the folds
     about equal in dialogues), so the folds' held-out sets cover every dialogue once; raises
-    ``ValueError`` when there are fewer groups than folds. Otherwise groups are held out in a
-    fixed random order until ``holdout`` of the dialogues are; with a single group, single
-    dialogues are."""
+    :class:`~rescue_env.experiments.errors.ConfigError` when there are fewer groups than
+    folds. Otherwise groups are held out in a fixed random order until ``holdout`` of the
+    dialogues are; with a single group, single dialogues are."""
     from rescue_env.data.groups import session_groups
 
     by_id = session_groups(dialogues)
@@ -99,13 +99,13 @@ def split_dialogues(dialogues: list, holdout: float, fold: int | None = None, fo
 
         n_groups = len(set(groups))
         if n_groups < 2:
-            raise ValueError(f"holdout_fold: a group k-fold needs at least 2 couples or families, and the {dialogues[0].scenario} dialogues "
+            raise ConfigError(f"holdout_fold: a group k-fold needs at least 2 couples or families, and the {dialogues[0].scenario} dialogues "
                              "hold one (its sessions stay together); leave holdout_fold unset to hold out single sessions (holdout=share), or give more data")
         if n_groups < folds:
-            raise ValueError(f"holdout_folds={folds}: the {dialogues[0].scenario} dialogues hold {n_groups} couples or families, "
+            raise ConfigError(f"holdout_folds={folds}: the {dialogues[0].scenario} dialogues hold {n_groups} couples or families, "
                              f"fewer than the folds (a group's sessions stay together); set holdout_folds <= {n_groups} or give more data")
         if not 0 <= fold < folds:
-            raise ValueError(f"holdout_fold={fold} is out of range: expected 0 <= holdout_fold < holdout_folds={folds}")
+            raise ConfigError(f"holdout_fold={fold} is out of range: expected 0 <= holdout_fold < holdout_folds={folds}")
         train_idx, held_idx = list(GroupKFold(n_splits=folds).split(np.zeros(len(dialogues)), groups=groups))[fold]
         return [dialogues[i] for i in sorted(train_idx)], [dialogues[i] for i in sorted(held_idx)]
     names = list(dict.fromkeys(groups)) if len(set(groups)) > 1 else [str(i) for i in range(len(dialogues))]
@@ -385,7 +385,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     # every group must fit the env (env.max_members): an error naming the sample, never a cut
     dialogues, source = load_playable(cfg.data.path, cfg.data.strict, cfg.env.max_members, scenario)
     if not dialogues:
-        raise ValueError(f"no {scenario} dialogue in {source}")
+        raise ConfigError(f"no {scenario} dialogue in {source}")
     train_dialogues, eval_dialogues = split_dialogues(dialogues, cfg.holdout, cfg.holdout_fold, cfg.holdout_folds)
     kwargs = env_kwargs(cfg)
 

@@ -300,6 +300,7 @@ def test_group_k_fold_holds_out_every_dialogue_once_with_couples_whole():
     from dataclasses import replace
 
     from rescue_env.data import load_dialogues
+    from rescue_env.experiments.errors import ConfigError
     from rescue_env.experiments.train import split_dialogues
 
     base = next(d for d in load_dialogues() if d.scenario == "couple")
@@ -313,11 +314,11 @@ def test_group_k_fold_holds_out_every_dialogue_once_with_couples_whole():
         assert couples(held) == expected and couples(train) == set("pqrstu") - expected and len(train) + len(held) == len(ds)
         held_all += [d.sample_id for d in held]
     assert sorted(held_all) == sorted(d.sample_id for d in ds)
-    with pytest.raises(ValueError, match="hold 6 couples or families, fewer than the folds"):
+    with pytest.raises(ConfigError, match="hold 6 couples or families, fewer than the folds"):
         split_dialogues(ds, 0.34, 0, 7)
-    with pytest.raises(ValueError, match="at least 2 couples or families"):
+    with pytest.raises(ConfigError, match="at least 2 couples or families"):
         split_dialogues([d for d in ds if d.sample_id.startswith("p/")], 0.34, 0, 2)
-    with pytest.raises(ValueError, match="holdout_fold=3 is out of range"):
+    with pytest.raises(ConfigError, match="holdout_fold=3 is out of range"):
         split_dialogues(ds, 0.34, 3, 3)
 
 
