@@ -458,11 +458,15 @@ def print_summary(result: dict[str, Any]) -> str:
     text = tabulate(rows, headers=headers, disable_numparse=True)
     bad = [j for j in result["jobs"] if j["status"] != "ok"]
     lines = [f"{len(result['jobs'])} job(s) under {result['root']}; grouped by {', '.join(result['group_by']) or 'nothing (seeds only)'}", text]
-    for r in result["rows"]:  # the level the policy's real agreement is to reach
+    baselines = {}  # the level the policy's real agreement is to reach, per group
+    for r in result["rows"]:
         base = [f"{m.split('_')[0].upper()} {'F1' if m.endswith('f1') else 'R@1'} {r[f'majority_{m}']:.1f}" for m in AGREEMENT if f"majority_{m}" in r]
         if base:
-            where = ", ".join(f"{k}={r[k]}" for k in result["group_by"])
-            lines.append(f"majority baseline on the same held-out real dialogues{' (' + where + ')' if where else ''}: {', '.join(base)} %")
+            baselines[", ".join(f"{k}={r[k]}" for k in result["group_by"])] = ", ".join(base)
+    if len(set(baselines.values())) == 1:  # the same held-out dialogues for every group: one line
+        lines.append(f"majority baseline on the same held-out real dialogues: {next(iter(baselines.values()))} %")
+    else:
+        lines += [f"majority baseline on the same held-out real dialogues{' (' + where + ')' if where else ''}: {figs} %" for where, figs in baselines.items()]
     for j in bad:
         if j["pooled"]:
             lines.append(f"kept {j['path']} in the means (--include-failed): {j['status']}")
