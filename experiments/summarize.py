@@ -256,6 +256,13 @@ def _is_fold(job: Job) -> bool:
     return job.setting(FOLD_KEY) not in ("", "null")
 
 
+def _means(figures: Sequence[dict[str, Any]], keys: Sequence[str] | None = None) -> dict[str, float]:
+    """Per key (``keys``, or every key of ``figures``), the mean of the figures that have it
+    (``None`` counts as missing); keys no figure has are left out."""
+    keys = keys if keys is not None else list(dict.fromkeys(k for f in figures for k in f))
+    return {k: float(np.mean(vals)) for k in keys if (vals := [f[k] for f in figures if f.get(k) is not None])}
+
+
 def combine_folds(members: Sequence[Job], seed_keys: Sequence[str]) -> list[Job]:
     """One job per seed: a seed's folds of a group k-fold combined (see the module docstring);
     jobs of the plain split pass through. The combined job's ``folds`` counts its folds."""
@@ -276,18 +283,12 @@ def combine_folds(members: Sequence[Job], seed_keys: Sequence[str]) -> list[Job]
             expected = cv.folds
         if cv.folds < expected:  # its σ* and agreement leave out the missing folds' dialogues
             log.warning("%s: %d of the %d folds of its seed are here; its cross-validated figures cover those only", first.path, cv.folds, expected)
-        for agent in dict.fromkeys(a for j in seed_jobs for a in j.scores):
-            cv.scores[agent] = float(np.mean([j.scores[agent] for j in seed_jobs if agent in j.scores]))
-        for agent in dict.fromkeys(a for j in seed_jobs for a in j.deltas):
-            cv.deltas[agent] = float(np.mean([j.deltas[agent] for j in seed_jobs if agent in j.deltas]))
+        cv.scores, cv.deltas = _means([j.scores for j in seed_jobs]), _means([j.deltas for j in seed_jobs])
         for predictor in dict.fromkeys(k for j in seed_jobs for k in j.agreement):
             fig: dict[str, Any] = {m: v for m in AGREEMENT if (v := pooled_agreement(seed_jobs, predictor, m)) is not None}
             fig["n"] = {t: sum(int(((j.agreement.get(predictor) or {}).get("n") or {}).get(t, 0)) for j in seed_jobs) for t in AGREEMENT_TASK.values()}
             cv.agreement[predictor] = fig
-        for recorded in ("prior_target_r1", "prior_strategy_r1"):
-            vals = [j.sim[recorded] for j in seed_jobs if j.sim.get(recorded) is not None]
-            if vals:
-                cv.sim[recorded] = float(np.mean(vals))
+        cv.sim = _means([j.sim for j in seed_jobs], ("prior_target_r1", "prior_strategy_r1"))
         cv.episodes, cv.failed = sum(j.episodes for j in seed_jobs), sum(j.failed for j in seed_jobs)
         out.append(cv)
     return out
