@@ -13,7 +13,17 @@ from gymnasium import spaces
 
 from rescue_env.agents import make_agent
 from rescue_env.agents.base import PriorError
-from rescue_env.agents.prior import BehaviourPrior, PriorAgent, cross_validate, real_decisions
+from rescue_env.agents.prior import (
+    OPTION_FEATURES,
+    BehaviourPrior,
+    PriorAgent,
+    batch_from_obs,
+    batch_from_states,
+    cross_validate,
+    option_features,
+    real_decisions,
+)
+from rescue_env.data.schema import THERAPIST
 from rescue_env.data.groups import session_groups
 from rescue_env.envs.common import Observer
 from rescue_env.taxonomy.actions import ActionEncoding
@@ -99,7 +109,7 @@ def test_on_observations_the_prior_follows_the_client_who_spoke(prior, seeds):
     than when the other partner spoke, as therapists do (the turn's best predictor)."""
     enc = ActionEncoding("couple")
     observer = Observer(enc, patterns("couple"), horizon=30)
-    states = [st for st in real_decisions(seeds, "couple").states if st.last_client in st.members and st.n == 2][:20]
+    states = [st for st in real_decisions(seeds, "couple").states if st.last_client in st.members and st.n == 2 and st.last_speaker != THERAPIST][:20]
     assert states
     t_a = enc.target_for_slots([0], 2)  # partner A alone
     grid = lambda p: p[1:].reshape(enc.n_targets, -1).sum(axis=1)  # noqa: E731
@@ -110,6 +120,28 @@ def test_on_observations_the_prior_follows_the_client_who_spoke(prior, seeds):
             obs = spaces.flatten(observer.space, observer.observe_state(sim))[None]
             by[m] = grid(prior.action_probs_from_obs(obs, observer, enc)[0])[t_a]
         assert by[st.members[0]] > by[st.members[1]]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_target_sees_whether_the_latest_client_spoke_the_last_row(seeds, scenario):
+    """``just_spoke`` marks the client of the last row, and nobody after the therapist's own
+    row (when a therapist goes on with whom it addressed); states and the observations of the
+    same states agree on it, so the prior reads the turn in the simulator as on transcripts."""
+    enc = ActionEncoding(scenario)
+    observer = Observer(enc, patterns(scenario), horizon=30)
+    col = OPTION_FEATURES.index("just_spoke")
+    states = [st for st in real_decisions(seeds, scenario).states if st.last_client in st.members and st.n <= enc.max_members]
+    after_therapist = [st for st in states if st.last_speaker == THERAPIST]
+    after_client = [st for st in states if st.last_speaker != THERAPIST]
+    assert after_therapist and after_client
+    for st in after_therapist[:5] + after_client[:5]:
+        obs = spaces.flatten(observer.space, observer.observe_state(st))[None]
+        by_state = option_features(batch_from_states([st], enc.max_members), enc)[0][0, :, col]
+        by_obs = option_features(batch_from_obs(obs, observer, scenario), enc)[0][0, :, col]
+        expected = np.zeros(enc.n_targets)
+        if st.last_speaker != THERAPIST:
+            expected[enc.target_for_slots([st.members.index(st.last_client)], st.n)] = 1.0
+        assert np.array_equal(by_state, expected) and np.array_equal(by_obs, expected)
 
 
 def test_act_respects_the_mask(prior, seeds):
