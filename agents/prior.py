@@ -281,8 +281,8 @@ def option_features(b: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.
                 x[:, 7:10] = mt[:, 0]
                 # the client who spoke the last row, not the latest client: after the
                 # therapist's own row real therapists go on with whom they addressed rather
-                # than turn back to the latest client (couples, group 4-fold: held-out NLL
-                # 0.92 -> 0.86, STP 117 -> 125 of 177 right; families 1.50 -> 1.47)
+                # than turn back to the latest client (leave-one-group-out NLL per move:
+                # couples 0.92 -> 0.86, families 1.50 -> 1.47; README, the prior's table)
                 x[:, 7] *= 1.0 - b.turn[rows, 0]
             elif opt.kind == "dyad":
                 x[:, 10] = mt[:, :, 0].max(axis=1)
