@@ -225,17 +225,24 @@ def random_clock(obs: np.ndarray, observer: Any, rng: np.random.Generator) -> np
     return out
 
 
-def real_moves(dialogues: Sequence[Dialogue], observer: Any, encoding: ActionEncoding) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def real_moves(dialogues: Sequence[Dialogue], observer: Any, encoding: ActionEncoding, *, after_therapist: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(obs[N, D], action[N], mask[N, A])``: each decision after a client row in the
     dialogues of ``encoding``'s scenario, as the env would show it, and what the therapist did
-    (0 = kept listening). Moves whose strategy is outside the taxonomy, or groups larger than
-    the encoding, are left out."""
+    (0 = kept listening); with ``after_therapist`` also each move right after the therapist's
+    own row. Moves whose strategy is outside the taxonomy, or groups larger than the
+    encoding, are left out.
+
+    The simulator never shows a state after the therapist's own row (its therapist decides
+    after clients spoke), but STP and SSP ask about them (38 of 177 real couple moves), and
+    there therapists go on with whom they addressed; behaviour cloning and the demonstration
+    term are the only teachers of those states, so they include them. ``after_therapist=False``
+    keeps the decisions the simulator can show (``benchmarks/sim_vs_real.py``)."""
     from gymnasium import spaces
 
     dec = real_decisions(dialogues, encoding.scenario)
     obs, acts, masks = [], [], []
     for st, speak, slots, s in zip(dec.states, dec.speak, dec.target, dec.strategy):
-        if speak < 0 or st.n > encoding.max_members or (speak == 1 and (not slots or s < 0)):
+        if st.n > encoding.max_members or (speak < 0 and not after_therapist) or (speak != 0 and (not slots or s < 0)):
             continue
         a = 0 if speak == 0 else encoding.encode(encoding.target_for_slots(slots, st.n), s)
         obs.append(spaces.flatten(observer.space, observer.observe_state(st)))

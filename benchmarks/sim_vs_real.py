@@ -53,7 +53,7 @@ def observations(run: Path, dialogues: list, steps_per_horizon: int = 4) -> tupl
     observer, encoding = venv.observer, venv.encoding
     venv.close()
     playable = [d for d in dialogues if d.scenario == scenario and len(d.participants) <= encoding.max_members]
-    real, _, _ = real_moves(playable, observer, encoding)
+    real, _, _ = real_moves(playable, observer, encoding, after_therapist=False)  # the states the simulator can show
     return sim, real, observer
 
 

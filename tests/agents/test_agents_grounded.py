@@ -11,6 +11,7 @@ import torch as th
 from sb3_contrib import MaskablePPO
 
 from rescue_env.agents.grounded import PriorRegularisedPolicy, behaviour_clone, prior_kl_terms, random_clock, real_moves, regularise, simulated_moves
+from rescue_env.agents.prior import real_decisions
 from rescue_env.envs.vec_env import GroupSupportVecEnv
 
 
@@ -107,6 +108,25 @@ def test_behaviour_cloning_fits_the_real_moves(model, seeds):
     assert all(masks[i, a] for i, a in enumerate(actions))
     nll = behaviour_clone(model, obs, actions, masks, epochs=15)
     assert nll[-1] < nll[0] - 0.2
+
+
+def test_real_moves_include_the_moves_after_the_therapists_own_row(seeds):
+    """STP/SSP ask what the therapist does right after its own row, a state the simulator
+    never shows; cloning and the demonstration term learn it from those real moves (each the
+    therapist's next move, shown with no client utterance), and ``after_therapist=False``
+    keeps only the decisions after a client row."""
+    venv = GroupSupportVecEnv("couple", num_envs=1, seed=0)
+    observer, encoding = venv.observer, venv.encoding
+    venv.close()
+    obs, actions, _ = real_moves(seeds, observer, encoding)
+    client_only, client_actions, _ = real_moves(seeds, observer, encoding, after_therapist=False)
+    no_utterance = observer.unflatten_batch(obs.astype(np.float64))["utterance"].sum(axis=1) == 0
+    dec = real_decisions([d for d in seeds if len(d.participants) <= encoding.max_members], "couple")
+    after_therapist = sum(1 for y, t, s in zip(dec.speak, dec.target, dec.strategy) if y < 0 and t and s >= 0)
+    assert after_therapist > 0 and len(actions) == len(client_actions) + after_therapist
+    assert (actions[no_utterance] > 0).all() and no_utterance.sum() >= after_therapist  # moves, never listens
+    client_no_utterance = observer.unflatten_batch(client_only.astype(np.float64))["utterance"].sum(axis=1) == 0
+    assert client_no_utterance.sum() == no_utterance.sum() - after_therapist  # what is left: client rows of no known type
 
 
 def test_the_demonstration_term_adds_the_real_moves_nll(seeds):
