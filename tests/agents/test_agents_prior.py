@@ -23,8 +23,8 @@ from rescue_env.agents.prior import (
     option_features,
     real_decisions,
 )
-from rescue_env.data.schema import THERAPIST
 from rescue_env.data.groups import session_groups
+from rescue_env.data.schema import THERAPIST
 from rescue_env.envs.common import Observer
 from rescue_env.taxonomy.actions import ActionEncoding
 from rescue_env.taxonomy.labels import patterns
