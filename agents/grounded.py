@@ -111,46 +111,82 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
     base_ent_coef: float | None = None
     #: mean KL(π ‖ π_prior) of the last minibatch (the whole KL, for logs)
     last_kl: float = float("nan")
-    #: the real training moves of the demonstration term (:meth:`set_demos`), or None
+    #: the real training moves (:meth:`set_demos`): obs, action, mask of every decision, or None
     demos: tuple[np.ndarray, th.Tensor, np.ndarray] | None = None
+    #: indices of ``demos`` where the therapist spoke (what the demonstration term draws)
+    demo_spoke: np.ndarray | None = None
     demo_observer: Any = None
     demo_coef: float = 0.0
     demo_batch: int = 64
     demo_rng: np.random.Generator | None = None
+    #: whether the KL penalty is also taken on a draw of the real states (:meth:`real_kl`)
+    kl_on_real: bool = False
     #: the real moves' mean negative log-likelihood in the last minibatch (for logs)
     last_demo_nll: float = float("nan")
+    #: the mean whole KL(π ‖ π_prior) on the last draw of real states (for logs)
+    last_real_kl: float = float("nan")
 
     def set_prior(self, prior_fn: PriorFn, kl_coef: float, ent_coef: float, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None) -> None:
         self.prior_fn, self.kl_coef, self.base_ent_coef = prior_fn, float(kl_coef), float(ent_coef)
         self.n_strategies, self.speak_coef = int(n_strategies), float(speak_coef)
         self.strategy_coef = self.kl_coef if strategy_coef is None else float(strategy_coef)
 
-    def set_demos(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, coef: float, *, batch: int = 64, seed: int = 0, observer: Any = None) -> None:
-        """Add ``coef ·`` the mean negative log-likelihood given speaking (:meth:`demo_nll`)
-        of ``batch`` real moves to the loss, drawn afresh for every PPO minibatch from the
-        moves of ``obs``/``actions``/``masks`` (:func:`real_moves`; its listens are left
-        out): DAPG's demonstration term, on the real states themselves where the KL penalty
-        sees only the simulator's. With the env's ``observer``, each draw's episode clock is
-        drawn afresh (:func:`random_clock`)."""
-        speak = np.asarray(actions) > 0
-        if not speak.any():
+    def set_demos(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, coef: float, *, batch: int = 64, seed: int = 0, observer: Any = None,
+                  kl_on_real: bool = False) -> None:
+        """Hold the real training moves ``obs``/``actions``/``masks`` (:func:`real_moves`)
+        for two terms, each drawn afresh (``batch`` moves) for every PPO minibatch:
+
+        - ``coef ·`` the mean negative log-likelihood given speaking (:meth:`demo_nll`) of
+          moves where the therapist spoke: DAPG's demonstration term, on the real states
+          themselves where the KL penalty sees only the simulator's;
+        - with ``kl_on_real`` (and a prior, :meth:`set_prior`), the factored KL penalty with
+          its own weights on real states too (:meth:`real_kl`): the policy copies π_prior
+          where the simulator never goes (right after the therapist's own row).
+
+        With the env's ``observer``, each draw's episode clock is drawn afresh
+        (:func:`random_clock`)."""
+        speak = np.flatnonzero(np.asarray(actions) > 0)
+        if coef > 0 and not len(speak):
             raise ValueError("the demonstration term needs real moves where the therapist spoke; the training dialogues have none")
-        self.demos = (np.asarray(obs, np.float32)[speak], th.as_tensor(actions[speak], device=self.device), np.asarray(masks, bool)[speak])
-        self.demo_observer = observer
+        if not len(actions):
+            raise ValueError("no real moves to hold the policy to")
+        self.demos = (np.asarray(obs, np.float32), th.as_tensor(actions, device=self.device), np.asarray(masks, bool))
+        self.demo_spoke, self.demo_observer, self.kl_on_real = speak, observer, bool(kl_on_real)
         self.demo_coef, self.demo_batch, self.demo_rng = float(coef), int(batch), np.random.default_rng(seed)
+
+    def _draw_real(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, th.Tensor, np.ndarray]:
+        """``(index, obs, action, mask)`` of a fresh draw of ``demo_batch`` of the real
+        moves at ``rows`` (indices into :attr:`demos`), their episode clock drawn."""
+        assert self.demos is not None and self.demo_rng is not None
+        obs, actions, masks = self.demos
+        idx = rows[self.demo_rng.integers(len(rows), size=min(self.demo_batch, len(rows)))]
+        o = obs[idx] if self.demo_observer is None else random_clock(obs[idx], self.demo_observer, self.demo_rng)
+        return idx, o, actions[idx], masks[idx]
 
     def demo_nll(self) -> th.Tensor:
         """The mean negative log-likelihood, given speaking, of a fresh minibatch of the real
         moves: −log π(a | speak) = −log π(a) + log π(speak). Like the factored KL, the term
         holds whom and how to the therapists and leaves when to speak to σ*."""
-        assert self.demos is not None and self.demo_rng is not None
-        obs, actions, masks = self.demos
-        idx = self.demo_rng.integers(len(actions), size=min(self.demo_batch, len(actions)))
-        o = obs[idx] if self.demo_observer is None else random_clock(obs[idx], self.demo_observer, self.demo_rng)
-        dist = self.get_distribution(th.as_tensor(o, device=self.device), action_masks=masks[idx])
+        assert self.demo_spoke is not None
+        _, o, actions, masks = self._draw_real(self.demo_spoke)
+        dist = self.get_distribution(th.as_tensor(o, device=self.device), action_masks=masks)
         log_p = th.log_softmax(dist.distribution.logits, dim=1)
         speak = th.logsumexp(log_p[:, 1:], dim=1)
-        return -(log_p.gather(1, actions[idx, None])[:, 0] - speak).mean()
+        return -(log_p.gather(1, actions[:, None])[:, 0] - speak).mean()
+
+    def real_kl(self) -> th.Tensor:
+        """The factored penalty ``kl_coef · kl_target + strategy_coef · kl_strategy +
+        speak_coef · kl_speak`` (:func:`prior_kl_terms`) averaged over a fresh draw of the
+        real states (every decision, kept listening or not: the terms given speaking are
+        defined on each)."""
+        assert self.demos is not None and self.prior_fn is not None
+        _, o, _, masks = self._draw_real(np.arange(len(self.demos[1])))
+        dist = self.get_distribution(th.as_tensor(o, device=self.device), action_masks=masks)
+        probs = dist.distribution.probs
+        prior = th.as_tensor(self.prior_fn(o), dtype=th.float32, device=probs.device)
+        kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, th.as_tensor(masks, dtype=th.float32, device=probs.device), self.n_strategies)
+        self.last_real_kl = float((kl_speak + (1 - probs[:, 0]) * (kl_target + kl_strategy)).mean().detach())
+        return (self.kl_coef * kl_target + self.strategy_coef * kl_strategy + self.speak_coef * kl_speak).mean()
 
     def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None):
         features = self.extract_features(obs)
@@ -174,16 +210,20 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
             kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, mask, self.n_strategies)
             self.last_kl = float((kl_speak + (1 - probs[:, 0]) * (kl_target + kl_strategy)).mean().detach())
             slot = slot - (self.kl_coef * kl_target + self.strategy_coef * kl_strategy + self.speak_coef * kl_speak)
+        # last: SB3's action distribution is one object that get_distribution refills;
+        # each term below is a scalar: the slot's mean carries it into the loss
         if self.demos is not None and self.demo_coef > 0:
-            # last: SB3's action distribution is one object that get_distribution refills
             nll = self.demo_nll()
             self.last_demo_nll = float(nll.detach())
-            slot = slot - self.demo_coef * nll  # a scalar: the slot's mean carries it into the loss
+            slot = slot - self.demo_coef * nll
+        if self.demos is not None and self.kl_on_real and self.prior_fn is not None:
+            slot = slot - self.real_kl()
         return values, log_prob, slot
 
 
 def regularise(model: Any, prior_fn: PriorFn | None, coef: float, *, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None,
-               demos: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, demo_coef: float = 0.0, seed: int = 0, observer: Any = None) -> None:
+               demos: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, demo_coef: float = 0.0, seed: int = 0, observer: Any = None,
+               kl_on_real: bool = False) -> None:
     """Make ``model`` (a MaskablePPO built with :class:`PriorRegularisedPolicy`, on an
     encoding of ``n_strategies`` strategies) minimise PPO's loss + ``coef · kl_target +
     strategy_coef · kl_strategy + speak_coef · kl_speak`` (:func:`prior_kl_terms`;
@@ -191,15 +231,19 @@ def regularise(model: Any, prior_fn: PriorFn | None, coef: float, *, n_strategie
     KL(π(·|speak) ‖ π_prior(·|speak))``) + ``demo_coef ·`` the negative log-likelihood of
     the real moves ``demos`` (``(obs, action, mask)`` of :func:`real_moves`; a fresh
     minibatch of them per PPO minibatch, drawn with ``seed``, their episode clock drawn too
-    when the env's ``observer`` is given: :func:`random_clock`): its entropy weight moves
-    into the policy. ``prior_fn`` may be None when only the demonstration term is on."""
+    when the env's ``observer`` is given: :func:`random_clock`); with ``kl_on_real``, the
+    same penalty also on a draw of the real states of ``demos`` per minibatch
+    (:meth:`PriorRegularisedPolicy.real_kl`). Its entropy weight moves into the policy.
+    ``prior_fn`` may be None when only the demonstration term is on."""
     if not isinstance(model.policy, PriorRegularisedPolicy):
         raise TypeError("the KL penalty needs a MaskablePPO built with policy=PriorRegularisedPolicy")
+    if kl_on_real and (prior_fn is None or demos is None):
+        raise ValueError("the KL penalty on real states needs a prior and the real moves (demos)")
     if prior_fn is not None:
         model.policy.set_prior(prior_fn, coef, model.ent_coef, n_strategies, speak_coef, strategy_coef)
     model.policy.base_ent_coef = float(model.ent_coef)
-    if demos is not None and demo_coef > 0:
-        model.policy.set_demos(*demos, demo_coef, seed=seed, observer=observer)
+    if demos is not None and (demo_coef > 0 or kl_on_real):
+        model.policy.set_demos(*demos, demo_coef, seed=seed, observer=observer, kl_on_real=kl_on_real)
     model.ent_coef = 1.0
 
 
