@@ -72,7 +72,7 @@ from rescue_env.taxonomy.actions import DEFAULT_MAX_MEMBERS, ActionEncoding
 from rescue_env.taxonomy.labels import UTTERANCE_TYPES, patterns, strategies
 
 FORMAT = "rescue-behaviour-prior"
-VERSION = 3  # 2: the session-style and fewest-untended features, chosen L2 strengths; 3: just_spoke
+VERSION = 4  # 2: the session-style and fewest-untended features, chosen L2 strengths; 3: just_spoke; 4: group_at_opening
 #: the floor every head's probability is mixed with (uniform share), so that
 #: ``log π_prior`` is finite for every valid action
 EPSILON = 0.01
@@ -90,7 +90,7 @@ N_SUMMARY = 9
 OPTION_FEATURES = (
     "individual", "dyad", "group", "distress", "has_worst", "untended", "stance_out",
     "just_spoke", "last_target", "addressed", "with_last_client", "group_after_group", "group_after_therapist",
-    "kind_share",
+    "kind_share", "group_at_opening",
 )  # fmt: skip
 #: the target head's columns that are shrunk little: the option's kind and whether it is the
 #: client who just spoke (the roles the majority baseline counts); the others are shrunk
@@ -114,6 +114,7 @@ class Batch:
     turn: np.ndarray  # (B, K) group turn features
     member_turn: np.ndarray  # (B, cap, 3) last client / last therapist target / addressed
     kind_share: np.ndarray  # (B, 3) the session's share of moves to one member / a dyad / the group
+    opening: np.ndarray  # (B,) 1 while no client has spoken yet in the session, else 0
 
 
 def turn_size(scenario: str) -> int:
@@ -139,6 +140,7 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
     n, pat = np.zeros(B, int), np.zeros(B, int)
     turn, mt, kinds = np.zeros((B, turn_size(scenario))), np.zeros((B, cap, 3)), np.zeros((B, 3))
     group = GROUP_LABELS[scenario]
+    opening = np.array([st.last_client is None for st in states], float)
     for b, st in enumerate(states):
         k = st.n
         n[b] = k
@@ -176,7 +178,7 @@ def batch_from_states(states: Sequence[GroupState], cap: int) -> Batch:
                 mt[b, index[m], 2] = 1.0
             elif m == group:
                 mt[b, :k, 2] = 1.0
-    return Batch(D, G, n, pat, unt, turn, mt, kinds)
+    return Batch(D, G, n, pat, unt, turn, mt, kinds, opening)
 
 
 def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
@@ -213,7 +215,8 @@ def batch_from_obs(obs: np.ndarray, observer: Any, scenario: str) -> Batch:
     present = np.arange(cap)[None, :] < n[:, None]
     mt[rows, :, 0] = parts["speaker"][rows]
     mt[rows, :, 2] = np.where(spoken[rows, cap + 1:cap + 2] > 0, present[rows], spoken[rows, :cap])
-    return Batch(D, parts["stance"], n, np.argmax(parts["pattern"], axis=1), unt, turn, mt, np.full((B, 3), np.nan))
+    opening = (~known).astype(float)
+    return Batch(D, parts["stance"], n, np.argmax(parts["pattern"], axis=1), unt, turn, mt, np.full((B, 3), np.nan), opening)
 
 
 def group_features(b: Batch, n_patterns: int) -> np.ndarray:
@@ -289,6 +292,9 @@ def option_features(b: Batch, encoding: ActionEncoding) -> tuple[np.ndarray, np.
             else:  # the whole group: after the therapist addressed it, or spoke last
                 x[:, 11] = mt[:, :, 1].min(axis=1)
                 x[:, 12] = b.turn[rows, 0]
+                # no client has spoken yet: family therapists open to the whole family;
+                # without it an opening has no turn and reads as the training mean
+                x[:, 14] = b.opening[rows]
             X[rows, opt.index] = x
             valid[rows, opt.index] = True
     return X, valid
@@ -376,7 +382,9 @@ class Decisions:
 def real_decisions(dialogues: Sequence[Dialogue], scenario: str) -> Decisions:
     """Every decision point of ``scenario``'s dialogues: the state after row k and what the
     therapist did at row k+1 (speak or not; whom, with which strategy, as the STP/SSP gold
-    reads it: the first strategy item's target, else the row's)."""
+    reads it: the first strategy item's target, else the row's). A therapist's move after its
+    own row is a decision too (``speak`` -1), the session's opening move included (the state
+    before the first row): STP and SSP ask about both."""
     strat = {s: i for i, s in enumerate(strategies(scenario))}
     out = Decisions([], [], [], [], [])
     mine = [d for d in dialogues if d.scenario == scenario]
@@ -385,21 +393,20 @@ def real_decisions(dialogues: Sequence[Dialogue], scenario: str) -> Decisions:
         group = groups[d.sample_id]
         tracker = StateTracker(d.scenario, d.participants)
         for k, row in enumerate(d.rows):
-            if k > 0:
-                prev_client = not d.rows[k - 1].is_therapist
-                move = row.is_therapist and bool(row.support_strategy)
-                if prev_client or move:
-                    slots: tuple[int, ...] = ()
-                    s = -1
-                    if move:
-                        first = row.support_strategy[0]
-                        slots = tuple(sorted(tracker.addressed_slots(first.target or row.target)))
-                        s = strat.get(first.strategy_type, -1)
-                    out.states.append(tracker.state.copy())
-                    out.speak.append(int(row.is_therapist) if prev_client else -1)
-                    out.target.append(slots)
-                    out.strategy.append(s)
-                    out.group.append(group)
+            prev_client = k > 0 and not d.rows[k - 1].is_therapist
+            move = row.is_therapist and bool(row.support_strategy)
+            if prev_client or move:
+                slots: tuple[int, ...] = ()
+                s = -1
+                if move:
+                    first = row.support_strategy[0]
+                    slots = tuple(sorted(tracker.addressed_slots(first.target or row.target)))
+                    s = strat.get(first.strategy_type, -1)
+                out.states.append(tracker.state.copy())
+                out.speak.append(int(row.is_therapist) if prev_client else -1)
+                out.target.append(slots)
+                out.strategy.append(s)
+                out.group.append(group)
             tracker.update(row)
     return out
 

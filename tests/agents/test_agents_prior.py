@@ -144,6 +144,33 @@ def test_the_target_sees_whether_the_latest_client_spoke_the_last_row(seeds, sce
         assert np.array_equal(by_state, expected) and np.array_equal(by_obs, expected)
 
 
+def test_the_opening_move_is_learned_and_marked_on_the_group(families):
+    """STP asks about the session's first move; the prior learns it (a decision before the
+    first row) and its group option reads "no client has spoken yet", from a state and from
+    its observation alike. The bundled families all open to the whole family, so a prior
+    fitted on two of them opens to the whole family of the third."""
+    enc = ActionEncoding("family")
+    observer = Observer(enc, patterns("family"), horizon=30)
+    col = OPTION_FEATURES.index("group_at_opening")
+    group = enc.target_for_slots(range(3), 3)
+    dec = real_decisions(families, "family")
+    openings = [i for i, st in enumerate(dec.states) if st.row_index == 0]
+    assert len(openings) == 3 and all(dec.speak[i] == -1 and len(dec.target[i]) == dec.states[i].n for i in openings)
+    later = next(st for st in dec.states if st.last_client is not None and st.n == 3)
+    for st, expected in ((dec.states[openings[0]], 1.0), (later, 0.0)):
+        obs = spaces.flatten(observer.space, observer.observe_state(st))[None]
+        for batch in (batch_from_states([st], enc.max_members), batch_from_obs(obs, observer, "family")):
+            X, valid = option_features(batch, enc)
+            others = valid[0] & (np.arange(enc.n_targets) != group)
+            assert X[0, group, col] == expected and (X[0, others, col] == 0).all()  # the group option only
+    held = families[0]
+    prior = BehaviourPrior.fit(families[1:], ["family"])
+    opening = real_decisions([held], "family").states[0]
+    assert opening.row_index == 0
+    probs = prior.rank(opening, enc).target_probs
+    assert int(np.argmax(probs)) == group
+
+
 def test_act_respects_the_mask(prior, seeds):
     agent = PriorAgent(prior, "family", seed=0)
     st = real_decisions(seeds, "family").states[5]
