@@ -121,6 +121,9 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
     demo_rng: np.random.Generator | None = None
     #: whether the KL penalty is also taken on a draw of the real states (:meth:`real_kl`)
     kl_on_real: bool = False
+    #: π_prior on each real state of ``demos``, computed once (the prior does not read the
+    #: episode clock that each draw redraws)
+    demo_prior: th.Tensor | None = None
     #: the real moves' mean negative log-likelihood in the last minibatch (for logs)
     last_demo_nll: float = float("nan")
     #: the mean whole KL(π ‖ π_prior) on the last draw of real states (for logs)
@@ -130,6 +133,7 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         self.prior_fn, self.kl_coef, self.base_ent_coef = prior_fn, float(kl_coef), float(ent_coef)
         self.n_strategies, self.speak_coef = int(n_strategies), float(speak_coef)
         self.strategy_coef = self.kl_coef if strategy_coef is None else float(strategy_coef)
+        self.demo_prior = None  # computed anew for this prior on the real states
 
     def set_demos(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, coef: float, *, batch: int = 64, seed: int = 0, observer: Any = None,
                   kl_on_real: bool = False) -> None:
@@ -153,6 +157,7 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         self.demos = (np.asarray(obs, np.float32), th.as_tensor(actions, device=self.device), np.asarray(masks, bool))
         self.demo_spoke, self.demo_observer, self.kl_on_real = speak, observer, bool(kl_on_real)
         self.demo_coef, self.demo_batch, self.demo_rng = float(coef), int(batch), np.random.default_rng(seed)
+        self.demo_prior = None
 
     def _draw_real(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, th.Tensor, np.ndarray]:
         """``(index, obs, action, mask)`` of a fresh draw of ``demo_batch`` of the real
@@ -180,10 +185,12 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         real states (every decision, kept listening or not: the terms given speaking are
         defined on each)."""
         assert self.demos is not None and self.prior_fn is not None
-        _, o, _, masks = self._draw_real(np.arange(len(self.demos[1])))
+        if self.demo_prior is None:
+            self.demo_prior = th.as_tensor(self.prior_fn(self.demos[0]), dtype=th.float32, device=self.device)
+        idx, o, _, masks = self._draw_real(np.arange(len(self.demos[1])))
         dist = self.get_distribution(th.as_tensor(o, device=self.device), action_masks=masks)
         probs = dist.distribution.probs
-        prior = th.as_tensor(self.prior_fn(o), dtype=th.float32, device=probs.device)
+        prior = self.demo_prior[th.as_tensor(idx, device=self.device)]
         kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, th.as_tensor(masks, dtype=th.float32, device=probs.device), self.n_strategies)
         self.last_real_kl = float((kl_speak + (1 - probs[:, 0]) * (kl_target + kl_strategy)).mean().detach())
         return (self.kl_coef * kl_target + self.strategy_coef * kl_strategy + self.speak_coef * kl_speak).mean()

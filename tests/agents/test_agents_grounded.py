@@ -231,6 +231,19 @@ def test_the_kl_on_real_states_adds_the_penalty_on_a_draw_of_the_real_moves(seed
     venv.close()
 
 
+def test_the_prior_on_real_states_does_not_read_the_episode_clock(seeds):
+    """π_prior on the real states is computed once (:meth:`PriorRegularisedPolicy.real_kl`)
+    while every draw redraws their clock: that holds only if the prior does not read it."""
+    from rescue_env.agents.grounded import prior_on_obs
+    from rescue_env.agents.prior import BehaviourPrior
+
+    venv = GroupSupportVecEnv("couple", num_envs=1, seed=0)
+    obs, _, _ = real_moves(seeds, venv.observer, venv.encoding)
+    prior_fn = prior_on_obs(BehaviourPrior.fit(seeds, ["couple"]), venv.observer, venv.encoding)
+    assert np.array_equal(prior_fn(random_clock(obs, venv.observer, np.random.default_rng(0))), prior_fn(obs))
+    venv.close()
+
+
 def test_the_kl_on_real_states_needs_a_prior_and_real_moves(seeds):
     venv = GroupSupportVecEnv("couple", num_envs=1, seed=0)
     m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=16, batch_size=16, seed=0, device="cpu")
