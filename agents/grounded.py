@@ -19,6 +19,9 @@
    an observation (part of the turn at its training mean); the demonstration term holds it
    to the therapists' own moves on the real states, so what the behaviour cloning of step 2
    taught is not trained away by σ*.
+5. optionally (``prior.kl_on_real``) the KL of step 3 on a draw of the real states too
+   (:meth:`PriorRegularisedPolicy.real_kl`): the prior's answer, not one group's moves, on the
+   states the simulator never shows (right after the therapist's own row).
 
 **Why factored.** *Whom* and *how* a therapist addresses is what the prior knows well (STP,
 SSP above the majority baseline on held-out real groups); *whether* they speak after a
