@@ -266,8 +266,8 @@ def grounded(cfg: DictConfig) -> bool:
     on = p.coef > 0 or p.speak_coef > 0 or p.demo_coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
     if on and cfg.algo != "maskable_ppo":
         raise ConfigError(f"prior.coef / prior.speak_coef / prior.demo_coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
-    if p.kl_on_real and not (p.coef > 0 or p.speak_coef > 0):
-        raise ConfigError("prior.kl_on_real takes the KL penalty on real states too: it needs prior.coef or prior.speak_coef > 0")
+    if p.real_weight > 0 and not (p.coef > 0 or p.speak_coef > 0):
+        raise ConfigError("prior.real_weight weighs the KL penalty on real states: it needs prior.coef or prior.speak_coef > 0")
     return on
 
 
@@ -287,18 +287,18 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
     observer, encoding = vec_env.get_attr("observer")[0], vec_env.get_attr("encoding")[0]
     clone = bool(cfg.prior.bc_epochs) and not cfg.resume
     kl = cfg.prior.coef > 0 or cfg.prior.speak_coef > 0
-    moves = real_moves(train_dialogues, observer, encoding) if clone or cfg.prior.demo_coef > 0 or cfg.prior.kl_on_real else None
+    moves = real_moves(train_dialogues, observer, encoding) if clone or cfg.prior.demo_coef > 0 or cfg.prior.real_weight > 0 else None
     if clone:
         obs, actions, masks = moves
         nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed, observer=observer)
         info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
         log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
     info["speak_coef"], info["strategy_coef"], info["demo_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef, cfg.prior.demo_coef
-    info["kl_on_real"] = bool(cfg.prior.kl_on_real)
+    info["real_weight"] = cfg.prior.real_weight
     if kl or cfg.prior.demo_coef > 0:
         regularise(model, prior_on_obs(prior, observer, encoding) if kl else None, cfg.prior.coef,
                    n_strategies=encoding.n_strategies, speak_coef=cfg.prior.speak_coef, strategy_coef=cfg.prior.strategy_coef,
-                   demos=moves, demo_coef=cfg.prior.demo_coef, seed=cfg.seed, observer=observer, kl_on_real=cfg.prior.kl_on_real)
+                   demos=moves, demo_coef=cfg.prior.demo_coef, seed=cfg.seed, observer=observer, real_weight=cfg.prior.real_weight)
     info["setup_seconds"] = time.perf_counter() - t0
     return prior, info
 

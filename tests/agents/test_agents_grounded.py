@@ -193,10 +193,11 @@ def test_prior_and_demonstration_terms_together(seeds):
     venv.close()
 
 
-def test_the_kl_on_real_states_adds_the_penalty_on_a_draw_of_the_real_moves(seeds):
-    """``kl_on_real``: the slot also loses the factored penalty, with its own weights,
-    averaged over a draw of the real decisions (listens too); PPO then brings the policy
-    toward the prior on those real states, which the simulator never shows it."""
+def test_the_kl_on_real_states_adds_the_weighted_penalty_on_a_draw_of_the_real_moves(seeds):
+    """``real_weight``: the slot also loses ``real_weight ·`` the factored penalty, with its
+    own weights, averaged over a draw of the real moves (where the therapist spoke); PPO then
+    brings the policy toward the prior on those real states, which the simulator never
+    shows it."""
     venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
     m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=32, batch_size=32, ent_coef=0.0, seed=0, device="cpu", policy_kwargs={"net_arch": [16]})
     observer, encoding = venv.get_attr("observer")[0], venv.get_attr("encoding")[0]
@@ -204,27 +205,27 @@ def test_the_kl_on_real_states_adds_the_penalty_on_a_draw_of_the_real_moves(seed
     assert (actions == 0).any()
     target = np.random.default_rng(0).uniform(0.1, 1.0, venv.action_space.n)
     prior = lambda o: np.tile(target / target.sum(), (len(o), 1))  # noqa: E731
-    regularise(m, prior, 0.4, n_strategies=encoding.n_strategies, strategy_coef=0.2, speak_coef=0.1, demos=(obs, actions, masks), seed=5, kl_on_real=True)
-    assert m.policy.demo_coef == 0.0 and m.policy.kl_on_real
+    regularise(m, prior, 0.4, n_strategies=encoding.n_strategies, strategy_coef=0.2, speak_coef=0.1, demos=(obs, actions, masks), seed=5, real_weight=3.0)
+    assert m.policy.demo_coef == 0.0 and m.policy.real_weight == 3.0
     o = th.as_tensor(venv.reset())
     sim_masks = np.asarray(venv.env_method("action_masks"))
     _, _, both = m.policy.evaluate_actions(o, th.zeros(len(o), dtype=th.long), action_masks=sim_masks)
-    idx = np.random.default_rng(5).integers(len(actions), size=min(64, len(actions)))
+    spoke = np.flatnonzero(actions > 0)
+    idx = spoke[np.random.default_rng(5).integers(len(spoke), size=min(64, len(spoke)))]
     with th.no_grad():
         p = m.policy.get_distribution(th.as_tensor(obs[idx]), action_masks=masks[idx]).distribution.probs
         kl_speak, kl_target, kl_strategy = prior_kl_terms(p, th.as_tensor(prior(obs[idx]), dtype=th.float32), th.as_tensor(masks[idx], dtype=th.float32), encoding.n_strategies)
-        real_part = float((0.4 * kl_target + 0.2 * kl_strategy + 0.1 * kl_speak).mean())
-    m.policy.kl_on_real = False
+        real_part = 3.0 * float((0.4 * kl_target + 0.2 * kl_strategy + 0.1 * kl_speak).mean())
+    m.policy.real_weight = 0.0
     _, _, sim_only = m.policy.evaluate_actions(o, th.zeros(len(o), dtype=th.long), action_masks=sim_masks)
     assert real_part > 0.01 and np.allclose(both.detach().numpy(), sim_only.detach().numpy() - real_part, atol=1e-5)
 
     def kl_target_on_real() -> float:
         with th.no_grad():
-            p = m.policy.get_distribution(th.as_tensor(obs), action_masks=masks).distribution.probs
-            return float(prior_kl_terms(p, th.as_tensor(prior(obs), dtype=th.float32), th.as_tensor(masks, dtype=th.float32), encoding.n_strategies)[1].mean())
+            p = m.policy.get_distribution(th.as_tensor(obs[spoke]), action_masks=masks[spoke]).distribution.probs
+            return float(prior_kl_terms(p, th.as_tensor(prior(obs[spoke]), dtype=th.float32), th.as_tensor(masks[spoke], dtype=th.float32), encoding.n_strategies)[1].mean())
 
-    m.policy.kl_on_real = True
-    m.policy.kl_coef = 5.0  # the real states' KL dominates the loss: it must fall
+    m.policy.real_weight = 10.0  # the real states' KL dominates the loss: it must fall
     before = kl_target_on_real()
     m.learn(256)
     assert kl_target_on_real() < 0.7 * before
@@ -249,9 +250,11 @@ def test_the_kl_on_real_states_needs_a_prior_and_real_moves(seeds):
     m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=16, batch_size=16, seed=0, device="cpu")
     uniform = lambda o: np.ones((len(o), venv.action_space.n))  # noqa: E731
     with pytest.raises(ValueError, match="prior and the real moves"):
-        regularise(m, uniform, 0.1, n_strategies=1, demos=None, kl_on_real=True)
+        regularise(m, uniform, 0.1, n_strategies=1, demos=None, real_weight=1.0)
     with pytest.raises(ValueError, match="prior and the real moves"):
-        regularise(m, None, 0.0, n_strategies=1, demos=real_moves(seeds, venv.observer, venv.encoding), kl_on_real=True)
+        regularise(m, None, 0.0, n_strategies=1, demos=real_moves(seeds, venv.observer, venv.encoding), real_weight=1.0)
+    with pytest.raises(ValueError, match="real_weight must be >= 0"):
+        regularise(m, uniform, 0.1, n_strategies=1, demos=None, real_weight=-1.0)
     venv.close()
 
 
