@@ -19,10 +19,12 @@
    an observation (part of the turn at its training mean); the demonstration term holds it
    to the therapists' own moves on the real states, so what the behaviour cloning of step 2
    taught is not trained away by σ*.
-5. optionally (``prior.real_weight``) the KL of step 3 on a draw of the real moves' states
-   too, weighted ``real_weight`` against the simulator's (:meth:`PriorRegularisedPolicy.real_kl`):
-   the prior's answer, not one group's moves, on the states the simulator never shows (right
-   after the therapist's own row).
+5. optionally (``prior.real_coef``) ``prior.real_coef · KL_target`` on a draw of the real
+   moves' states (:meth:`PriorRegularisedPolicy.real_kl`): the prior's answer of whom to
+   address, not one group's moves, on the states the simulator never shows (right after the
+   therapist's own row). The target only: taken on real states the strategy term pulled the
+   policy's strategies in the simulator toward the prior's too, and cost σ* (the README's
+   frontier).
 
 **Why factored.** *Whom* and *how* a therapist addresses is what the prior knows well (STP,
 SSP above the majority baseline on held-out real groups); *whether* they speak after a
@@ -123,15 +125,14 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
     demo_coef: float = 0.0
     demo_batch: int = 64
     demo_rng: np.random.Generator | None = None
-    #: weight of the KL penalty on a draw of the real states (:meth:`real_kl`), against 1 for
-    #: the simulator's (0: off)
-    real_weight: float = 0.0
+    #: weight of KL_target on a draw of the real moves' states (:meth:`real_kl`; 0: off)
+    real_coef: float = 0.0
     #: π_prior on each real state of ``demos``, computed once (the prior does not read the
     #: episode clock that each draw redraws)
     demo_prior: th.Tensor | None = None
     #: the real moves' mean negative log-likelihood in the last minibatch (for logs)
     last_demo_nll: float = float("nan")
-    #: the mean whole KL(π ‖ π_prior) on the last draw of real states (for logs)
+    #: the mean KL_target on the last draw of real states (for logs)
     last_real_kl: float = float("nan")
 
     def set_prior(self, prior_fn: PriorFn, kl_coef: float, ent_coef: float, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None) -> None:
@@ -141,17 +142,16 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         self.demo_prior = None  # computed anew for this prior on the real states
 
     def set_demos(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray, coef: float, *, batch: int = 64, seed: int = 0, observer: Any = None,
-                  real_weight: float = 0.0) -> None:
+                  real_coef: float = 0.0) -> None:
         """Hold the real training moves ``obs``/``actions``/``masks`` (:func:`real_moves`)
         for two terms, each drawn afresh (``batch`` moves) for every PPO minibatch:
 
         - ``coef ·`` the mean negative log-likelihood given speaking (:meth:`demo_nll`) of
           moves where the therapist spoke: DAPG's demonstration term, on the real states
           themselves where the KL penalty sees only the simulator's;
-        - with ``real_weight`` > 0 (and a prior, :meth:`set_prior`), ``real_weight ·`` the
-          factored KL penalty with its own weights on the same moves' states
-          (:meth:`real_kl`): the policy copies π_prior where the simulator never goes (right
-          after the therapist's own row).
+        - with ``real_coef`` > 0 (and a prior, :meth:`set_prior`), ``real_coef ·`` KL_target
+          on the same moves' states (:meth:`real_kl`): the policy addresses whom π_prior
+          would where the simulator never goes (right after the therapist's own row).
 
         With the env's ``observer``, each draw's episode clock is drawn afresh
         (:func:`random_clock`)."""
@@ -159,7 +159,7 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         if not len(speak):
             raise ValueError("the demonstration term needs real moves where the therapist spoke; the training dialogues have none")
         self.demos = (np.asarray(obs, np.float32), th.as_tensor(actions, device=self.device), np.asarray(masks, bool))
-        self.demo_spoke, self.demo_observer, self.real_weight = speak, observer, float(real_weight)
+        self.demo_spoke, self.demo_observer, self.real_coef = speak, observer, float(real_coef)
         self.demo_coef, self.demo_batch, self.demo_rng = float(coef), int(batch), np.random.default_rng(seed)
         self.demo_prior = None
 
@@ -184,10 +184,9 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         return -(log_p.gather(1, actions[:, None])[:, 0] - speak).mean()
 
     def real_kl(self) -> th.Tensor:
-        """The factored penalty ``kl_coef · kl_target + strategy_coef · kl_strategy +
-        speak_coef · kl_speak`` (:func:`prior_kl_terms`) averaged over a fresh draw of the
-        real moves' states (where the therapist spoke: what STP and SSP ask about; the
-        states where it kept listening are like the simulator's, which the penalty sees)."""
+        """``kl_target`` (:func:`prior_kl_terms`: KL(π(t|speak) ‖ π_prior(t|speak))) averaged
+        over a fresh draw of the real moves' states (where the therapist spoke: what STP asks
+        about; the states where it kept listening are like the simulator's)."""
         assert self.demos is not None and self.prior_fn is not None
         if self.demo_prior is None:
             self.demo_prior = th.as_tensor(self.prior_fn(self.demos[0]), dtype=th.float32, device=self.device)
@@ -196,9 +195,10 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         dist = self.get_distribution(th.as_tensor(o, device=self.device), action_masks=masks)
         probs = dist.distribution.probs
         prior = self.demo_prior[th.as_tensor(idx, device=self.device)]
-        kl_speak, kl_target, kl_strategy = prior_kl_terms(probs, prior, th.as_tensor(masks, dtype=th.float32, device=probs.device), self.n_strategies)
-        self.last_real_kl = float((kl_speak + (1 - probs[:, 0]) * (kl_target + kl_strategy)).mean().detach())
-        return (self.kl_coef * kl_target + self.strategy_coef * kl_strategy + self.speak_coef * kl_speak).mean()
+        _, kl_target, _ = prior_kl_terms(probs, prior, th.as_tensor(masks, dtype=th.float32, device=probs.device), self.n_strategies)
+        kl = kl_target.mean()
+        self.last_real_kl = float(kl.detach())
+        return kl
 
     def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None):
         features = self.extract_features(obs)
@@ -228,14 +228,14 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
             nll = self.demo_nll()
             self.last_demo_nll = float(nll.detach())
             slot = slot - self.demo_coef * nll
-        if self.demos is not None and self.real_weight > 0 and self.prior_fn is not None:
-            slot = slot - self.real_weight * self.real_kl()
+        if self.demos is not None and self.real_coef > 0 and self.prior_fn is not None:
+            slot = slot - self.real_coef * self.real_kl()
         return values, log_prob, slot
 
 
 def regularise(model: Any, prior_fn: PriorFn | None, coef: float, *, n_strategies: int, speak_coef: float = 0.0, strategy_coef: float | None = None,
                demos: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, demo_coef: float = 0.0, seed: int = 0, observer: Any = None,
-               real_weight: float = 0.0) -> None:
+               real_coef: float = 0.0) -> None:
     """Make ``model`` (a MaskablePPO built with :class:`PriorRegularisedPolicy`, on an
     encoding of ``n_strategies`` strategies) minimise PPO's loss + ``coef · kl_target +
     strategy_coef · kl_strategy + speak_coef · kl_speak`` (:func:`prior_kl_terms`;
@@ -243,21 +243,21 @@ def regularise(model: Any, prior_fn: PriorFn | None, coef: float, *, n_strategie
     KL(π(·|speak) ‖ π_prior(·|speak))``) + ``demo_coef ·`` the negative log-likelihood of
     the real moves ``demos`` (``(obs, action, mask)`` of :func:`real_moves`; a fresh
     minibatch of them per PPO minibatch, drawn with ``seed``, their episode clock drawn too
-    when the env's ``observer`` is given: :func:`random_clock`); ``real_weight ·`` the
-    same penalty on a draw of the states of ``demos``' moves per minibatch
+    when the env's ``observer`` is given: :func:`random_clock`); ``real_coef ·``
+    KL_target on a draw of the states of ``demos``' moves per minibatch
     (:meth:`PriorRegularisedPolicy.real_kl`; 0: off). Its entropy weight moves into the policy.
     ``prior_fn`` may be None when only the demonstration term is on."""
     if not isinstance(model.policy, PriorRegularisedPolicy):
         raise TypeError("the KL penalty needs a MaskablePPO built with policy=PriorRegularisedPolicy")
-    if real_weight < 0:
-        raise ValueError(f"real_weight must be >= 0, got {real_weight}")
-    if real_weight > 0 and (prior_fn is None or demos is None):
+    if real_coef < 0:
+        raise ValueError(f"real_coef must be >= 0, got {real_coef}")
+    if real_coef > 0 and (prior_fn is None or demos is None):
         raise ValueError("the KL penalty on real states needs a prior and the real moves (demos)")
     if prior_fn is not None:
         model.policy.set_prior(prior_fn, coef, model.ent_coef, n_strategies, speak_coef, strategy_coef)
     model.policy.base_ent_coef = float(model.ent_coef)
-    if demos is not None and (demo_coef > 0 or real_weight > 0):
-        model.policy.set_demos(*demos, demo_coef, seed=seed, observer=observer, real_weight=real_weight)
+    if demos is not None and (demo_coef > 0 or real_coef > 0):
+        model.policy.set_demos(*demos, demo_coef, seed=seed, observer=observer, real_coef=real_coef)
     model.ent_coef = 1.0
 
 

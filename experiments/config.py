@@ -223,11 +223,10 @@ class PriorSettings:
     #: minibatch of the training dialogues' moves per PPO minibatch; DAPG's demonstration
     #: term): holds the policy to the therapists on real states (0: none)
     demo_coef: float = 0.0
-    #: weight of the KL penalty (coef, strategy_coef, speak_coef) on a minibatch of the
-    #: training dialogues' real moves' states, against 1 for the simulator's (0: off): the
-    #: policy copies the prior where the simulator never goes (right after the therapist's
-    #: own row)
-    real_weight: float = 0.0
+    #: weight of KL(π(target|speak) ‖ π_prior(target|speak)) on a minibatch of the training
+    #: dialogues' real moves' states (0: none): the policy addresses whom the prior would
+    #: where the simulator never goes (right after the therapist's own row)
+    real_coef: float = 0.0
     #: a saved behaviour prior (.json); null: fitted on the training dialogues
     path: Optional[str] = None
     #: epochs of behaviour cloning on the training dialogues' real moves before PPO (0: none)
@@ -240,7 +239,7 @@ class PriorSettings:
         check_range(self, "coef", 0)
         check_range(self, "speak_coef", 0)
         check_range(self, "demo_coef", 0)
-        check_range(self, "real_weight", 0)
+        check_range(self, "real_coef", 0)
         check_range(self, "strategy_coef", 0, optional=True)
         check_range(self, "bc_epochs", 0)
 

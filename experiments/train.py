@@ -259,15 +259,13 @@ def build_model(cfg: DictConfig, vec_env, tb_dir: Path):
 
 
 def grounded(cfg: DictConfig) -> bool:
-    """Whether the run uses the behaviour prior (``prior.coef``, ``prior.speak_coef``,
+    """Whether the run uses the behaviour prior (``prior.coef``, ``prior.speak_coef``, ``prior.real_coef``,
     ``prior.demo_coef``, ``prior.bc_epochs`` or ``prior.agreement``; ``experiment=grounded`` sets them);
     MaskablePPO only."""
     p = cfg.prior
-    on = p.coef > 0 or p.speak_coef > 0 or p.demo_coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
+    on = p.coef > 0 or p.speak_coef > 0 or p.real_coef > 0 or p.demo_coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
     if on and cfg.algo != "maskable_ppo":
-        raise ConfigError(f"prior.coef / prior.speak_coef / prior.demo_coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
-    if p.real_weight > 0 and not (p.coef > 0 or p.speak_coef > 0):
-        raise ConfigError("prior.real_weight weighs the KL penalty on real states: it needs prior.coef or prior.speak_coef > 0")
+        raise ConfigError(f"prior.coef / prior.speak_coef / prior.real_coef / prior.demo_coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
     return on
 
 
@@ -286,19 +284,19 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
     info: dict[str, Any] = {"coef": cfg.prior.coef, "path": str(cfg.prior.path or prior.save(out / "prior.json"))}
     observer, encoding = vec_env.get_attr("observer")[0], vec_env.get_attr("encoding")[0]
     clone = bool(cfg.prior.bc_epochs) and not cfg.resume
-    kl = cfg.prior.coef > 0 or cfg.prior.speak_coef > 0
-    moves = real_moves(train_dialogues, observer, encoding) if clone or cfg.prior.demo_coef > 0 or cfg.prior.real_weight > 0 else None
+    kl = cfg.prior.coef > 0 or cfg.prior.speak_coef > 0 or cfg.prior.real_coef > 0
+    moves = real_moves(train_dialogues, observer, encoding) if clone or cfg.prior.demo_coef > 0 or cfg.prior.real_coef > 0 else None
     if clone:
         obs, actions, masks = moves
         nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed, observer=observer)
         info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
         log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
     info["speak_coef"], info["strategy_coef"], info["demo_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef, cfg.prior.demo_coef
-    info["real_weight"] = cfg.prior.real_weight
+    info["real_coef"] = cfg.prior.real_coef
     if kl or cfg.prior.demo_coef > 0:
         regularise(model, prior_on_obs(prior, observer, encoding) if kl else None, cfg.prior.coef,
                    n_strategies=encoding.n_strategies, speak_coef=cfg.prior.speak_coef, strategy_coef=cfg.prior.strategy_coef,
-                   demos=moves, demo_coef=cfg.prior.demo_coef, seed=cfg.seed, observer=observer, real_weight=cfg.prior.real_weight)
+                   demos=moves, demo_coef=cfg.prior.demo_coef, seed=cfg.seed, observer=observer, real_coef=cfg.prior.real_coef)
     info["setup_seconds"] = time.perf_counter() - t0
     return prior, info
 

@@ -193,11 +193,10 @@ def test_prior_and_demonstration_terms_together(seeds):
     venv.close()
 
 
-def test_the_kl_on_real_states_adds_the_weighted_penalty_on_a_draw_of_the_real_moves(seeds):
-    """``real_weight``: the slot also loses ``real_weight ·`` the factored penalty, with its
-    own weights, averaged over a draw of the real moves (where the therapist spoke); PPO then
-    brings the policy toward the prior on those real states, which the simulator never
-    shows it."""
+def test_the_target_kl_on_real_states_is_added_on_a_draw_of_the_real_moves(seeds):
+    """``real_coef``: the slot also loses ``real_coef ·`` KL_target averaged over a draw of
+    the real moves (where the therapist spoke); PPO then brings whom the policy addresses on
+    those real states, which the simulator never shows it, toward the prior."""
     venv = GroupSupportVecEnv("couple", num_envs=2, seed=0)
     m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=32, batch_size=32, ent_coef=0.0, seed=0, device="cpu", policy_kwargs={"net_arch": [16]})
     observer, encoding = venv.get_attr("observer")[0], venv.get_attr("encoding")[0]
@@ -205,8 +204,8 @@ def test_the_kl_on_real_states_adds_the_weighted_penalty_on_a_draw_of_the_real_m
     assert (actions == 0).any()
     target = np.random.default_rng(0).uniform(0.1, 1.0, venv.action_space.n)
     prior = lambda o: np.tile(target / target.sum(), (len(o), 1))  # noqa: E731
-    regularise(m, prior, 0.4, n_strategies=encoding.n_strategies, strategy_coef=0.2, speak_coef=0.1, demos=(obs, actions, masks), seed=5, real_weight=3.0)
-    assert m.policy.demo_coef == 0.0 and m.policy.real_weight == 3.0
+    regularise(m, prior, 0.4, n_strategies=encoding.n_strategies, strategy_coef=0.2, speak_coef=0.1, demos=(obs, actions, masks), seed=5, real_coef=1.5)
+    assert m.policy.demo_coef == 0.0 and m.policy.real_coef == 1.5
     o = th.as_tensor(venv.reset())
     sim_masks = np.asarray(venv.env_method("action_masks"))
     _, _, both = m.policy.evaluate_actions(o, th.zeros(len(o), dtype=th.long), action_masks=sim_masks)
@@ -214,9 +213,9 @@ def test_the_kl_on_real_states_adds_the_weighted_penalty_on_a_draw_of_the_real_m
     idx = spoke[np.random.default_rng(5).integers(len(spoke), size=min(64, len(spoke)))]
     with th.no_grad():
         p = m.policy.get_distribution(th.as_tensor(obs[idx]), action_masks=masks[idx]).distribution.probs
-        kl_speak, kl_target, kl_strategy = prior_kl_terms(p, th.as_tensor(prior(obs[idx]), dtype=th.float32), th.as_tensor(masks[idx], dtype=th.float32), encoding.n_strategies)
-        real_part = 3.0 * float((0.4 * kl_target + 0.2 * kl_strategy + 0.1 * kl_speak).mean())
-    m.policy.real_weight = 0.0
+        kl_target = prior_kl_terms(p, th.as_tensor(prior(obs[idx]), dtype=th.float32), th.as_tensor(masks[idx], dtype=th.float32), encoding.n_strategies)[1]
+        real_part = 1.5 * float(kl_target.mean())
+    m.policy.real_coef = 0.0
     _, _, sim_only = m.policy.evaluate_actions(o, th.zeros(len(o), dtype=th.long), action_masks=sim_masks)
     assert real_part > 0.01 and np.allclose(both.detach().numpy(), sim_only.detach().numpy() - real_part, atol=1e-5)
 
@@ -225,7 +224,7 @@ def test_the_kl_on_real_states_adds_the_weighted_penalty_on_a_draw_of_the_real_m
             p = m.policy.get_distribution(th.as_tensor(obs[spoke]), action_masks=masks[spoke]).distribution.probs
             return float(prior_kl_terms(p, th.as_tensor(prior(obs[spoke]), dtype=th.float32), th.as_tensor(masks[spoke], dtype=th.float32), encoding.n_strategies)[1].mean())
 
-    m.policy.real_weight = 10.0  # the real states' KL dominates the loss: it must fall
+    m.policy.real_coef = 5.0  # the real states' KL dominates the loss: it must fall
     before = kl_target_on_real()
     m.learn(256)
     assert kl_target_on_real() < 0.7 * before
@@ -250,11 +249,11 @@ def test_the_kl_on_real_states_needs_a_prior_and_real_moves(seeds):
     m = MaskablePPO(PriorRegularisedPolicy, venv, n_steps=16, batch_size=16, seed=0, device="cpu")
     uniform = lambda o: np.ones((len(o), venv.action_space.n))  # noqa: E731
     with pytest.raises(ValueError, match="prior and the real moves"):
-        regularise(m, uniform, 0.1, n_strategies=1, demos=None, real_weight=1.0)
+        regularise(m, uniform, 0.1, n_strategies=1, demos=None, real_coef=1.0)
     with pytest.raises(ValueError, match="prior and the real moves"):
-        regularise(m, None, 0.0, n_strategies=1, demos=real_moves(seeds, venv.observer, venv.encoding), real_weight=1.0)
-    with pytest.raises(ValueError, match="real_weight must be >= 0"):
-        regularise(m, uniform, 0.1, n_strategies=1, demos=None, real_weight=-1.0)
+        regularise(m, None, 0.0, n_strategies=1, demos=real_moves(seeds, venv.observer, venv.encoding), real_coef=1.0)
+    with pytest.raises(ValueError, match="real_coef must be >= 0"):
+        regularise(m, uniform, 0.1, n_strategies=1, demos=None, real_coef=-1.0)
     venv.close()
 
 

@@ -330,7 +330,7 @@ def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     out = tmp_path / "grounded"
     args = ["experiment=grounded", f"data.path={real_more_path}", "env.max_members=3", "total_timesteps=128", "n_envs=2", "n_steps=64",
             "batch_size=64", "eval_freq=0", "eval_episodes=2", "checkpoint_freq=1000", "prior.bc_epochs=2", "prior.coef=0.3", "prior.demo_coef=0.1",
-            "prior.real_weight=2"]  # fmt: skip
+            "prior.real_coef=0.5"]  # fmt: skip
     run = rescue(["train", f"hydra.run.dir={out}", *args])
     assert run.rc == 0, run.err[-3000:]
     m = json.loads((out / "metrics.json").read_text())
@@ -343,7 +343,7 @@ def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     for who in ("policy", "prior", "majority"):
         assert {"itp_f1", "stp_r1", "ssp_r1"} <= set(agree[who]) and agree[who]["n"]["stp"] > 0
     assert "agreement with real therapists" in run.out + run.err
-    assert g["demo_coef"] == 0.1 and g["real_weight"] == 2
+    assert g["demo_coef"] == 0.1 and g["real_coef"] == 0.5
     # the policy's moves in the simulator, beside its answers on real states
     sim = m["sim_agreement"]
     assert sim["moves"] > 0 and sum(sim["target_roles"].values()) == pytest.approx(100.0) and sum(sim["strategies"].values()) == pytest.approx(100.0)
@@ -370,8 +370,6 @@ def test_grounding_needs_maskable_ppo(rescue, tiny_train, tmp_path):
     assert run.rc == 2 and "need algo=maskable_ppo" in run.err + run.out
 
 
-def test_the_kl_on_real_states_needs_the_kl(rescue, tiny_train, tmp_path):
-    run = rescue(["train", f"hydra.run.dir={tmp_path / 'x'}", *tiny_train, "prior.real_weight=1", "prior.demo_coef=0.1"])
-    assert run.rc == 2 and "prior.real_weight" in run.err + run.out and "Traceback" not in run.err
-    run = rescue(["train", f"hydra.run.dir={tmp_path / 'y'}", *tiny_train, "prior.real_weight=-1", "prior.coef=0.1"])
-    assert run.rc == 2 and "real_weight" in run.err + run.out and "Traceback" not in run.err
+def test_a_negative_real_coef_is_refused(rescue, tiny_train, tmp_path):
+    run = rescue(["train", f"hydra.run.dir={tmp_path / 'y'}", *tiny_train, "prior.real_coef=-1", "prior.coef=0.1"])
+    assert run.rc == 2 and "real_coef" in run.err + run.out and "Traceback" not in run.err
