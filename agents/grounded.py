@@ -157,7 +157,7 @@ class PriorRegularisedPolicy(MaskableActorCriticPolicy):
         (:func:`random_clock`)."""
         speak = np.flatnonzero(np.asarray(actions) > 0)
         if not len(speak):
-            raise ValueError("the demonstration term needs real moves where the therapist spoke; the training dialogues have none")
+            raise ValueError("the demonstration term and prior.real_coef need real moves where the therapist spoke; the training dialogues have none")
         self.demos = (np.asarray(obs, np.float32), th.as_tensor(actions, device=self.device), np.asarray(masks, bool))
         self.demo_spoke, self.demo_observer, self.real_coef = speak, observer, float(real_coef)
         self.demo_coef, self.demo_batch, self.demo_rng = float(coef), int(batch), np.random.default_rng(seed)

@@ -254,6 +254,10 @@ def test_the_kl_on_real_states_needs_a_prior_and_real_moves(seeds):
         regularise(m, None, 0.0, n_strategies=1, demos=real_moves(seeds, venv.observer, venv.encoding), real_coef=1.0)
     with pytest.raises(ValueError, match="real_coef must be >= 0"):
         regularise(m, uniform, 0.1, n_strategies=1, demos=None, real_coef=-1.0)
+    obs, actions, masks = real_moves(seeds, venv.observer, venv.encoding)
+    listens = actions == 0
+    with pytest.raises(ValueError, match="need real moves where the therapist spoke"):
+        regularise(m, uniform, 0.1, n_strategies=1, demos=(obs[listens], actions[listens], masks[listens]), real_coef=1.0)
     venv.close()
 
 
