@@ -2,7 +2,7 @@
 same data and seed, measured back to back in this run (the issue's target: ≤ 2×).
 
 Run: ``python benchmarks/grounded_walltime.py [--rounds 1] [--grounded OVERRIDE ...] [--] [OVERRIDE ...]``, e.g.
-``python benchmarks/grounded_walltime.py --rounds 2 --grounded prior.real_weight=3 -- 'data.path=[../shared/data/rescue-bench-subset,../shared/data/rescue-bench-more,../shared/data/rescue-bench-extra]' env.max_members=3``
+``python benchmarks/grounded_walltime.py --rounds 2 --grounded prior.coef=0.3 prior.strategy_coef=0.03 prior.real_coef=0.3 -- 'data.path=[../shared/data/rescue-bench-subset,../shared/data/rescue-bench-more,../shared/data/rescue-bench-extra]' env.max_members=3``
 (``--`` ends ``--grounded``'s list).
 
 Each round runs the two commands one after the other (the order alternates between rounds, so
