@@ -423,8 +423,20 @@ def check_agent_names(names: Any, field_name: str) -> None:
             raise ValueError(f"{field_name}: unknown agent {name!r}; choose from {list(AGENT_NAMES)}")
 
 
+def _times(a: Any, b: Any) -> float:
+    """``${rescue.times:A,B}``: A·B, rounded to 12 significant digits so that a product
+    such as 0.3·0.1 reads (and trains) as the 0.03 one would type."""
+    return float(f"{float(a) * float(b):.12g}")
+
+
 def register_configs() -> None:
-    """Store every schema in Hydra's ConfigStore (idempotent)."""
+    """Store every schema in Hydra's ConfigStore and register the configs' resolver
+    ``rescue.times`` (``conf/experiment/grounded.yaml``: one weight as a share of another);
+    idempotent."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("rescue.times"):
+        OmegaConf.register_new_resolver("rescue.times", _times)
     cs = ConfigStore.instance()
     cs.store(name="rollout_schema", node=RolloutConfig)
     cs.store(name="train_schema", node=TrainConfig)

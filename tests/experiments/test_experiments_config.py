@@ -119,6 +119,19 @@ def test_experiment_train_small_sets_the_training_budget():
     assert compose("train", ["experiment=train_small", "total_timesteps=1000"]).total_timesteps == 1000
 
 
+@pytest.mark.parametrize("coef,strategy,real", [(None, 0.03, 0.3), ("0", 0.0, 0.0), ("0.03", 0.003, 0.03), ("1", 0.1, 1.0)])
+def test_experiment_grounded_weights_follow_prior_coef(coef, strategy, real):
+    """One knob: a sweep over prior.coef moves the strategy term (a tenth of it) and the
+    real-state term (equal) with it, so prior.coef=0 is σ* alone."""
+    cfg = compose("train", ["experiment=grounded", *([f"prior.coef={coef}"] if coef else [])])
+    assert (cfg.prior.strategy_coef, cfg.prior.real_coef) == (strategy, real)
+    settings = OmegaConf.to_object(cfg).prior  # the schema's checks see the resolved numbers
+    assert (settings.strategy_coef, settings.real_coef) == (strategy, real)
+    # a number given for either sets it apart from prior.coef
+    cfg = compose("train", ["experiment=grounded", "prior.coef=0.3", "prior.strategy_coef=0.05", "prior.real_coef=0"])
+    assert (cfg.prior.strategy_coef, cfg.prior.real_coef) == (0.05, 0.0)
+
+
 def test_experiment_rollout_smoke_shrinks_the_rollout():
     # the preset applies after the schema's `episodes = 6`
     cfg = compose("rollout", ["experiment=rollout_smoke"])
