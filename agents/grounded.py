@@ -11,7 +11,9 @@
    KL(π ‖ π_prior) = KL_speak + π(speak) · (KL_target + KL_strategy) (:func:`prior_kl_terms`):
    ``prior.coef · KL_target + prior.strategy_coef · KL_strategy + prior.speak_coef ·
    KL_speak``; ``prior.strategy_coef`` null is ``prior.coef``, and the first two terms are
-   then ``prior.coef · KL(π(·|speak) ‖ π_prior(·|speak))``;
+   then ``prior.coef · KL(π(·|speak) ‖ π_prior(·|speak))``. ``experiment=grounded`` sets it
+   to a tenth of ``prior.coef`` and ``prior.real_coef`` (step 5) equal to it, so that
+   ``prior.coef`` alone moves along the frontier;
 4. optionally (``prior.demo_coef``) DAPG's **demonstration term**: ``prior.demo_coef ·`` the
    negative log-likelihood, given speaking, of a fresh minibatch of the training dialogues'
    real moves at every PPO minibatch (:meth:`PriorRegularisedPolicy.demo_nll`). The KL holds

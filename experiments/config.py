@@ -429,14 +429,19 @@ def _times(a: Any, b: Any) -> float:
     return float(f"{float(a) * float(b):.12g}")
 
 
-def register_configs() -> None:
-    """Store every schema in Hydra's ConfigStore and register the configs' resolver
-    ``rescue.times`` (``conf/experiment/grounded.yaml``: one weight as a share of another);
-    idempotent."""
+def register_resolvers() -> None:
+    """Register the configs' own resolver ``rescue.times`` (``conf/experiment/grounded.yaml``:
+    one weight as a share of another), so a saved config resolves too; idempotent."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("rescue.times"):
         OmegaConf.register_new_resolver("rescue.times", _times)
+
+
+def register_configs() -> None:
+    """Store every schema in Hydra's ConfigStore and register the configs' resolvers
+    (:func:`register_resolvers`); idempotent."""
+    register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="rollout_schema", node=RolloutConfig)
     cs.store(name="train_schema", node=TrainConfig)

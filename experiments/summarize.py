@@ -102,13 +102,32 @@ class Job:
     def setting(self, key: str) -> str:
         """The job's value of an override key, as its composed config holds it where the key
         names a setting there (``prior.x=null`` and no override at all are then one value,
-        as are ``lam=1`` and ``lam=1.0``), else its override text (``""`` when absent)."""
+        as are ``lam=1`` and ``lam=1.0``, and ``prior.real_coef=0.3`` and the
+        ``${prior.coef}`` it follows at ``prior.coef=0.3``), else its override text (``""``
+        when absent)."""
         node: Any = self.config
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:
                 return self.overrides.get(key, "")
             node = node[part]
+        if isinstance(node, str) and "${" in node:
+            node = _resolved(self.config, key, node)
         return json.dumps(node, sort_keys=True, default=str)
+
+
+def _resolved(config: dict[str, Any], key: str, raw: str) -> Any:
+    """The value of an interpolation at ``key`` of a job's saved config; ``raw`` where it
+    does not resolve outside its run (``${hydra:…}``, a resolver of another program)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from rescue_env.experiments.config import register_resolvers
+
+    register_resolvers()
+    try:
+        return OmegaConf.select(OmegaConf.create(config), key, throw_on_resolution_failure=True)
+    except OmegaConfBaseException:
+        return raw
 
 
 def _overrides(run: Path) -> dict[str, str]:

@@ -173,6 +173,30 @@ def test_jobs_with_the_same_setting_group_together_however_it_was_written(tmp_pa
     assert policy == {"null": (2, pytest.approx(2.0)), "0.1": (2, pytest.approx(6.0))}
 
 
+def test_a_weight_that_follows_prior_coef_groups_with_the_same_number_written_out(tmp_path: Path):
+    """experiment=grounded saves ``strategy_coef: ${rescue.times:${prior.coef},0.1}``: at
+    prior.coef=0.3 it is the 0.03 another sweep gave by hand, one setting; at 0.1 another."""
+    def job(n: int, overrides: list[str], prior: dict, policy: float) -> None:
+        fake_train_job(tmp_path / str(n), overrides, policy, -10.0, policy + 10.0)
+        config = {"seed": n % 2, "out": "${hydra:runtime.output_dir}", "prior": prior}
+        (tmp_path / str(n) / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+
+    knob = {"strategy_coef": "${rescue.times:${prior.coef},0.1}", "real_coef": "${prior.coef}"}
+    job(0, ["seed=0", "prior.coef=0.3"], {"coef": 0.3, **knob}, 1.0)
+    job(1, ["seed=1", "prior.coef=0.3", "prior.strategy_coef=0.03", "prior.real_coef=0.3"], {"coef": 0.3, "strategy_coef": 0.03, "real_coef": 0.3}, 3.0)
+    job(2, ["seed=0", "prior.coef=0.1"], {"coef": 0.1, **knob}, 5.0)
+    job(3, ["seed=1", "prior.coef=0.1", "prior.strategy_coef=0.03"], {"coef": 0.1, **knob, "strategy_coef": 0.03}, 7.0)
+    result = summarize(tmp_path, reps=100, plot=False)
+    assert result["group_by"] == ["prior.coef", "prior.strategy_coef", "prior.real_coef"]
+    policy = {tuple(r[k] for k in result["group_by"]): (r["seeds"], r["mean"]) for r in result["rows"] if r["agent"] == "policy"}
+    assert policy == {("0.3", "0.03", "0.3"): (2, pytest.approx(2.0)), ("0.1", "0.01", "0.1"): (1, pytest.approx(5.0)),
+                      ("0.1", "0.03", "0.1"): (1, pytest.approx(7.0))}
+    # an interpolation only its run can resolve is compared as written
+    from rescue_env.experiments.summarize import read_job
+
+    assert read_job(tmp_path / "0").setting("out") == json.dumps("${hydra:runtime.output_dir}")
+
+
 def test_the_folds_of_a_group_k_fold_combine_per_seed_and_agreement_pools_by_instances(tmp_path: Path):
     """``holdout_fold`` jobs: a seed's folds combine into one cross-validated score (σ* and Δ
     the folds' mean; R@1 right answers over all the folds' instances, not the mean of folds of
