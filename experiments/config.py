@@ -280,6 +280,9 @@ class TrainConfig:
     checkpoint_freq: int = 20_000
     #: checkpoint (.zip) to resume from
     resume: Optional[str] = None
+    #: start the run folder afresh: its model, metrics and checkpoints are removed (a folder
+    #: holding a run made with other settings is refused otherwise)
+    overwrite: bool = False
     #: torch threads per run (1 keeps parallel sweep jobs from fighting over cores)
     torch_threads: int = 1
     #: log static-task figures (ITP/STP/SSP/RPP) of the policy during training

@@ -7,6 +7,10 @@ settings that define its results, and a rerun in that folder with other settings
 - ``rescue eval-tasks`` → ``run.json`` (key ``"config"``, beside the runner's own keys);
   resumable state: ``details.jsonl``.
 - ``rescue judge`` → ``judge_config.json``; outputs: ``judgements.jsonl`` and the rest.
+- ``rescue train`` → ``train_config.json``; results: ``model.zip``, ``metrics.json``,
+  ``checkpoints/``. A rerun replaces them rather than adding to them, so a folder holding
+  them without a record (a run of an older version) is refused too; ``resume=`` a checkpoint
+  may continue in the same folder (``total_timesteps``, the run's extent, may grow).
 
 What defines results is everything but presentation (``progress``, ``report``…), resources
 (``llm.max_concurrency``, timeouts, retries, the cache…) and the run's *extent* (the number
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +59,8 @@ class RecordSpec:
     #: called on a folder whose state a run would continue: raises for a state no run can
     #: continue (a rollout folder holding both episodes files)
     check_state: Callable[[Path], Any] | None = None
+    #: a rerun replaces the state rather than continuing it: state without a record is refused
+    replaces: bool = False
 
 
 def _container(cfg: DictConfig) -> dict[str, Any]:
@@ -134,10 +141,24 @@ def judge_defining(cfg: DictConfig) -> dict[str, Any]:
     return out
 
 
+def train_defining(cfg: DictConfig) -> dict[str, Any]:
+    """The train settings that define its model and metrics: all but presentation and
+    resources (progress, tracking, threads, checkpoints, the periodic evaluation) and the
+    extent a resumed run may grow (``total_timesteps``, ``resume``)."""
+    c = _container(cfg)
+    skip = {"progress", "tracking", "torch_threads", "checkpoint_freq", "eval_freq", "task_eval", "resume", "total_timesteps", "overwrite", "experiment"}
+    out = {k: v for k, v in c.items() if k not in skip}
+    out["data"] = {**(c.get("data") or {}), "path": _resolved_path((c.get("data") or {}).get("path"))}
+    if isinstance(c.get("prior"), dict):
+        out["prior"] = {**c["prior"], "path": _resolved_path(c["prior"].get("path"))}
+    return out
+
+
 SPECS: dict[str, RecordSpec] = {
     "rollout": RecordSpec("run_config.json", EPISODES_FILES, rollout_defining, check_state=episodes_file),
     "eval_tasks": RecordSpec("run.json", ("details.jsonl",), eval_tasks_defining, key="config", fresh="resume=false"),
     "judge": RecordSpec("judge_config.json", ("judgements.jsonl",), judge_defining),
+    "train": RecordSpec("train_config.json", ("model.zip", "metrics.json", "checkpoints"), train_defining, replaces=True),
 }
 
 
@@ -202,8 +223,16 @@ def check_run_folder(command: str, cfg: DictConfig, folder: Path) -> None:
     if has_state and not overwrite and spec.check_state is not None:
         spec.check_state(folder)
     if has_state and previous is None and not overwrite:
+        if spec.replaces:
+            raise UserError(
+                f"{folder} holds results ({', '.join(f for f in spec.state if (folder / f).exists())}) without a record of "
+                f"their settings, and this run would replace them; give another folder (hydra.run.dir=...) or start this one afresh with {spec.fresh}"
+            )
         log.warning("%s holds results without a record of their config; resuming as asked", folder)
     if overwrite:
         for f in spec.state:
-            (folder / f).unlink(missing_ok=True)
+            if (folder / f).is_dir():
+                shutil.rmtree(folder / f)
+            else:
+                (folder / f).unlink(missing_ok=True)
     write_record(spec, folder, defining)

@@ -376,7 +376,7 @@ def summarize(
               "include_failed": include_failed, "rows": rows,
               "jobs": [{"path": str(j.path.relative_to(root)), "kind": j.kind, "status": j.status, "episodes": j.episodes,
                         "failed": j.failed, "pooled": pooled(j, include_failed), "overrides": j.overrides} for j in jobs]}
-    write_outputs(root, result, jobs, plot=plot)
+    result["written"] = write_outputs(root, result, jobs, plot=plot)
     return result
 
 
@@ -413,8 +413,10 @@ def _pm(mean: float, half: float, signed: bool = False) -> str:
     return m if half == 0 or math.isnan(half) else f"{m} ± {half:.2f}"
 
 
-def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, plot: bool = True) -> None:
-    """``summary.csv``, ``summary.json``, ``jobs.csv`` and ``summary.png`` into ``root``."""
+def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, plot: bool = True) -> list[str]:
+    """``summary.csv``, ``summary.json``, ``jobs.csv``, ``summary.png`` and, when the rows hold
+    real agreement, ``frontier.png`` into ``root``; returns the names written."""
+    written = ["summary.csv", "summary.json", "jobs.csv"]
     by = result["group_by"]
     fields = [*by, "agent", "seeds", "folds", "mean", "ci95", "iqm", "iqm_ci_low", "iqm_ci_high", "reference", "delta_mean", "delta_ci95", "delta_seeds",
               "failed", "jobs_left_out", *AGREEMENT, *SIM_AGREEMENT]
@@ -434,10 +436,13 @@ def write_outputs(root: Path, result: dict[str, Any], jobs: Sequence[Job], *, pl
             writer.writerow([path, j.kind, j.status, j.episodes, j.failed, path in pooled_paths, *(j.overrides.get(k, "") for k in keys)])
     if plot and result["rows"]:
         plot_summary(result, root / "summary.png")
+        written.append("summary.png")
         if any("stp_r1" in r for r in result["rows"]):
             from rescue_env.experiments.frontier import plot_frontier
 
             plot_frontier(result, root / "frontier.png")
+            written.append("frontier.png")
+    return written
 
 
 def plot_summary(result: dict[str, Any], path: Path) -> Path:
@@ -494,7 +499,7 @@ def print_summary(result: dict[str, Any]) -> str:
             lines.append(f"left out {j['path']}: {j['status']} (its mean covers the rest only; --include-failed keeps it)")
         else:
             lines.append(f"skipped {j['path']}: {j['status']}")
-    lines.append(f"wrote summary.csv, summary.json, summary.png, jobs.csv in {result['root']}")
+    lines.append(f"wrote {', '.join(result.get('written', []))} in {result['root']}")
     return "\n".join(lines)
 
 

@@ -142,7 +142,8 @@ def describe(outcome: SweepOutcome) -> list[str]:
     if not outcome.failed:
         return []
     meaning = {1: "bug", 2: "refused", 3: "some episodes failed"}
-    lines = [f"{len(outcome.failed)} of {outcome.jobs} jobs failed; the others finished and are summarised:"]
+    rest = "none finished" if len(outcome.failed) >= outcome.jobs else "the others finished and are summarised"
+    lines = [f"{len(outcome.failed)} of {outcome.jobs} jobs failed; {rest}:"]
     for job, code, error in outcome.failed:
         lines.append(f"  job {job}: exit {code} ({meaning.get(code, 'failed')})" + (f": {error}" if error else ""))
     return lines

@@ -263,16 +263,19 @@ def grounded(cfg: DictConfig) -> bool:
     ``prior.demo_coef``, ``prior.bc_epochs`` or ``prior.agreement``; ``experiment=grounded`` sets them);
     MaskablePPO only."""
     p = cfg.prior
-    on = p.coef > 0 or p.speak_coef > 0 or p.real_coef > 0 or p.demo_coef > 0 or p.bc_epochs > 0 or bool(p.agreement)
-    if on and cfg.algo != "maskable_ppo":
-        raise ConfigError(f"prior.coef / prior.speak_coef / prior.real_coef / prior.demo_coef / prior.bc_epochs / prior.agreement need algo=maskable_ppo (got algo={cfg.algo})")
-    return on
+    set_ = [f"prior.{k}={p[k]}" for k in ("coef", "speak_coef", "real_coef", "demo_coef", "bc_epochs", "agreement") if p[k]]
+    if set_ and cfg.algo != "maskable_ppo":
+        raise ConfigError(f"grounded training ({', '.join(set_)}; experiment=grounded sets them) needs algo=maskable_ppo "
+                          f"(got algo={cfg.algo}): the KL to the behaviour prior is taken on MaskablePPO's masked distribution")
+    return bool(set_)
 
 
-def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out: Path) -> tuple[Any, dict[str, Any]]:
+def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out: Path, held: list = ()) -> tuple[Any, dict[str, Any]]:
     """The behaviour prior of a grounded run (read from ``prior.path`` or fitted on the training
     dialogues and saved as ``prior.json``), behaviour cloning of a new model on the real moves,
-    and the KL penalty (:mod:`rescue_env.agents.grounded`). ``(None, {})`` for other runs."""
+    and the KL penalty (:mod:`rescue_env.agents.grounded`). ``(None, {})`` for other runs.
+    A saved prior fitted on any of the ``held`` dialogues is refused while ``prior.agreement``
+    scores them (its answers there would be on its own training data)."""
     if not grounded(cfg):
         return None, {}
     from rescue_env.agents.grounded import behaviour_clone, prior_on_obs, real_moves, regularise
@@ -281,6 +284,13 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
     scenario = cfg.env.scenario
     t0 = time.perf_counter()
     prior = BehaviourPrior.load(cfg.prior.path) if cfg.prior.path else BehaviourPrior.fit(train_dialogues, [scenario])
+    if seen := sorted(set(prior.fitted_on) & {d.sample_id for d in held}):
+        message = (f"prior.path={cfg.prior.path} was fitted on {len(seen)} of this run's {len(held)} held-out dialogues "
+                   f"({', '.join(seen[:3])}{', ...' if len(seen) > 3 else ''})")
+        if cfg.prior.agreement:
+            raise ConfigError(f"{message}: its agreement with real therapists would be scored on its own training data; "
+                              "leave prior.path unset (the prior is then fitted on this run's training dialogues), or prior.agreement=false")
+        log.warning("%s; the held-out σ* evaluation starts from dialogues the prior has seen", message)
     info: dict[str, Any] = {"coef": cfg.prior.coef, "path": str(cfg.prior.path or prior.save(out / "prior.json"))}
     observer, encoding = vec_env.get_attr("observer")[0], vec_env.get_attr("encoding")[0]
     clone = bool(cfg.prior.bc_epochs) and not cfg.resume
@@ -396,7 +406,7 @@ def run(cfg: DictConfig, out: Path) -> dict[str, Any]:
     eval_env = GroupSupportEnv(data_path=eval_dialogues, **kwargs)
 
     model = build_model(cfg, vec_env, out)
-    prior, grounding = ground(cfg, model, train_dialogues, vec_env, out)  # experiment=grounded
+    prior, grounding = ground(cfg, model, train_dialogues, vec_env, out, eval_dialogues)  # experiment=grounded
     tb_dir = out / "tb" / run_name
     model.set_logger(configure(None, []))
     model.logger.output_formats.append(NamespacedTensorBoard(str(tb_dir)))

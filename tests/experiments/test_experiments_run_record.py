@@ -108,3 +108,26 @@ def test_a_torn_line_in_the_middle_is_cut_with_a_backup_and_redone(rescue, first
     assert backup.read_bytes() == b"".join(pieces[middle:])
     # the cut episodes were redone: the same episodes as the first run, once each, in the folder's form
     assert episodes_file(folder) == path and sorted(split_lines(read_text(path))) == before
+
+
+def test_a_trained_model_is_never_replaced_by_a_run_with_other_settings(rescue, tiny_train, tmp_path):
+    """``rescue train`` replaces its folder's model and metrics on a rerun: with other settings
+    (or no record of the old ones) it is refused and nothing changes; the same settings, a
+    longer run or ``overwrite=true`` go ahead."""
+    out = tmp_path / "train"
+    args = ["train", f"hydra.run.dir={out}", *tiny_train]
+    assert rescue([*args, "seed=0"]).rc == 0
+    before = snapshot(out)
+    run = rescue([*args, "seed=1"])
+    assert run.rc == EXIT_USER_ERROR and "differing: seed" in run.err and "overwrite=true" in run.err
+    assert snapshot(out) == before
+    # presentation and the run's extent do not define its results
+    assert rescue([*args, "seed=0", "progress=false", "total_timesteps=384"]).rc == 0
+    # a folder of an older version (no record) holding a model
+    (out / "train_config.json").unlink()
+    before = snapshot(out)
+    run = rescue([*args, "seed=1"])
+    assert run.rc == EXIT_USER_ERROR and "without a record" in run.err and "model.zip" in run.err
+    assert snapshot(out) == before
+    assert rescue([*args, "seed=1", "overwrite=true"]).rc == 0
+    assert json.loads((out / "train_config.json").read_text())["seed"] == 1

@@ -76,6 +76,11 @@ def test_writes_the_table_the_index_and_the_plot(sweep: Path, capsys):
     assert index[0]["reward.lam"] == "0" and index[5]["seed"] == "1" and index[8]["status"].startswith("no metrics.json")
     assert (sweep / "summary.png").read_bytes().startswith(b"\x89PNG")
     assert json.loads((sweep / "summary.json").read_text())["group_by"] == ["reward.lam"]
+    assert f"wrote summary.csv, summary.json, jobs.csv, summary.png in {sweep}" in out  # no agreement: no frontier
+    # the closing line names only what was written
+    (sweep / "summary.png").unlink()
+    summarize_main([str(sweep), "--reps", "200", "--no-plot"])
+    assert f"wrote summary.csv, summary.json, jobs.csv in {sweep}" in capsys.readouterr().out and not (sweep / "summary.png").exists()
 
 
 def test_a_folder_without_runs_is_a_clear_error(tmp_path: Path, capsys):

@@ -356,7 +356,7 @@ def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     assert row["stp_r1"] == agree["policy"]["stp_r1"] and row["majority_ssp_r1"] == agree["majority"]["ssp_r1"]
     assert row["sim_target_r1"] == sim["prior_target_r1"] and row["sim_strategy_r1"] == sim["prior_strategy_r1"]
     assert "sim target" in run.out
-    assert (out / "frontier.png").stat().st_size > 0
+    assert (out / "frontier.png").stat().st_size > 0 and "frontier.png" in run.out
     # a saved prior is read, not refitted
     again = tmp_path / "again"
     run = rescue(["train", f"hydra.run.dir={again}", *args, f"prior.path={out / 'prior.json'}"])
@@ -365,9 +365,26 @@ def test_grounded_run_records_both_axes(real_more_path, rescue, tmp_path):
     assert not (again / "prior.json").exists()
 
 
+def test_a_saved_prior_that_saw_the_held_out_dialogues_is_refused_for_agreement(real_more_path, real_more_dialogues, rescue, tmp_path):
+    """prior.path fitted on every couple (say, from another fold's run): scoring its agreement
+    on this run's held-out couples would score it on its own training data."""
+    from rescue_env.agents.prior import BehaviourPrior
+
+    saved = BehaviourPrior.fit(real_more_dialogues, ["couple"]).save(tmp_path / "all.json")
+    args = ["train", "experiment=grounded", f"data.path={real_more_path}", "env.max_members=3", "total_timesteps=128", "n_envs=2",
+            "n_steps=64", "batch_size=64", "eval_freq=0", "eval_episodes=2", "prior.bc_epochs=1", f"prior.path={saved}"]
+    run = rescue([*args, f"hydra.run.dir={tmp_path / 'a'}"])
+    assert run.rc == 2 and "held-out dialogues" in run.err and "prior.agreement=false" in run.err and "Traceback" not in run.err
+    assert not (tmp_path / "a" / "model.zip").exists()
+    # without agreement it trains (the σ* evaluation is said to start from dialogues the prior saw)
+    run = rescue([*args, f"hydra.run.dir={tmp_path / 'b'}", "prior.agreement=false"])
+    assert run.rc == 0, run.err[-2000:]
+    assert "the prior has seen" in run.err + run.out
+
+
 def test_grounding_needs_maskable_ppo(rescue, tiny_train, tmp_path):
     run = rescue(["train", f"hydra.run.dir={tmp_path / 'x'}", *tiny_train, "algo=ppo", "prior.coef=0.1"])
-    assert run.rc == 2 and "need algo=maskable_ppo" in run.err + run.out
+    assert run.rc == 2 and "prior.coef=0.1" in run.err and "needs algo=maskable_ppo" in run.err
 
 
 def test_a_negative_real_coef_is_refused(rescue, tiny_train, tmp_path):
