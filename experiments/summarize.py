@@ -289,7 +289,12 @@ def combine_folds(members: Sequence[Job], seed_keys: Sequence[str]) -> list[Job]
     for j in members:
         by_seed[tuple(j.setting(k) for k in seed_keys)].append(j)
     out = []
-    for seed_jobs in by_seed.values():
+    for seed, seed_jobs in by_seed.items():
+        folds = [j.setting(FOLD_KEY) for j in seed_jobs]
+        if len(set(folds)) < len(folds):  # a rerun of the same seed (and fold) adds no evidence
+            same = " ".join(f"{k}={v}" for k, v in zip(seed_keys, seed)) + (" and fold" if _is_fold(seed_jobs[0]) else "")
+            log.warning("%s: %d jobs of one setting with the same %s; each is counted as if it were another seed: keep one",
+                        ", ".join(str(j.path) for j in seed_jobs), len(seed_jobs), same)
         if not _is_fold(seed_jobs[0]):
             out.extend(seed_jobs)
             continue

@@ -234,3 +234,13 @@ def test_the_folds_of_a_group_k_fold_combine_per_seed_and_agreement_pools_by_ins
     assert r["stp_r1"] == pytest.approx(60.0) and r["majority_stp_r1"] == pytest.approx(25.0)
     plain = policy["0.03", "holdout"]
     assert plain["seeds"] == 1 and plain["folds"] == 0 and plain["stp_r1"] == 0.0
+
+
+def test_a_rerun_of_the_same_seed_is_named(tmp_path: Path, caplog):
+    """Two jobs of one setting and one seed (a rerun in another folder) are not two seeds'
+    evidence: the summary says so."""
+    for n, seed in enumerate((0, 0, 1)):
+        fake_train_job(tmp_path / str(n), [f"seed={seed}", "reward.lam=1"], 1.0 + n, -10.0, 11.0 + n)
+    with caplog.at_level("WARNING"):
+        summarize(tmp_path, reps=50, plot=False)
+    assert "2 jobs of one setting with the same seed=0" in caplog.text and "keep one" in caplog.text
