@@ -271,6 +271,20 @@ def pooled_agreement(members: Sequence[Job], predictor: str, metric: str) -> flo
     return float(np.average(vals, weights=weights))
 
 
+def _natural(key: Sequence[str]) -> tuple:
+    """A group's sort key: numbers by value (``prior.coef`` 0.03 before 0.1 before 1), other
+    values as text after them."""
+    out = []
+    for value in key:
+        try:
+            number = float(json.loads(value))
+        except (TypeError, ValueError):
+            out.append((1, 0.0, value))
+        else:
+            out.append((0, number, ""))
+    return tuple(out)
+
+
 def _is_fold(job: Job) -> bool:
     return job.setting(FOLD_KEY) not in ("", "null")
 
@@ -344,7 +358,7 @@ def summarize(
             left_out[key] += 1
     rows: list[dict[str, Any]] = []
     matrices: dict[str, np.ndarray] = {}
-    for key, members in groups.items():
+    for key, members in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
         members = combine_folds(members, seed_keys)
         agents = list(dict.fromkeys(a for j in members for a in j.scores))
         for agent in agents:

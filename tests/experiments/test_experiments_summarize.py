@@ -196,6 +196,8 @@ def test_a_weight_that_follows_prior_coef_groups_with_the_same_number_written_ou
     policy = {tuple(r[k] for k in result["group_by"]): (r["seeds"], r["mean"]) for r in result["rows"] if r["agent"] == "policy"}
     assert policy == {("0.3", "0.03", "0.3"): (2, pytest.approx(2.0)), ("0.1", "0.01", "0.1"): (1, pytest.approx(5.0)),
                       ("0.1", "0.03", "0.1"): (1, pytest.approx(7.0))}
+    # rows go by value, whatever order the folders came in
+    assert list(policy) == [("0.1", "0.01", "0.1"), ("0.1", "0.03", "0.1"), ("0.3", "0.03", "0.3")]
     # an interpolation only its run can resolve is compared as written
     from rescue_env.experiments.summarize import read_job
 
