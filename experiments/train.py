@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +271,7 @@ def grounded(cfg: DictConfig) -> bool:
     return bool(set_)
 
 
-def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out: Path, held: list = ()) -> tuple[Any, dict[str, Any]]:
+def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out: Path, held: Sequence[Any] = ()) -> tuple[Any, dict[str, Any]]:
     """The behaviour prior of a grounded run (read from ``prior.path`` or fitted on the training
     dialogues and saved as ``prior.json``), behaviour cloning of a new model on the real moves,
     and the KL penalty (:mod:`rescue_env.agents.grounded`). ``(None, {})`` for other runs.
@@ -284,7 +285,9 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
     scenario = cfg.env.scenario
     t0 = time.perf_counter()
     prior = BehaviourPrior.load(cfg.prior.path) if cfg.prior.path else BehaviourPrior.fit(train_dialogues, [scenario])
-    if seen := sorted(set(prior.fitted_on) & {d.sample_id for d in held}):
+    # a prior fitted here saw only the training dialogues (or, with one group, the held-out
+    # ones are the training ones and every predictor sees them alike)
+    if cfg.prior.path and (seen := sorted(set(prior.fitted_on) & {d.sample_id for d in held})):
         message = (f"prior.path={cfg.prior.path} was fitted on {len(seen)} of this run's {len(held)} held-out dialogues "
                    f"({', '.join(seen[:3])}{', ...' if len(seen) > 3 else ''})")
         if cfg.prior.agreement:
