@@ -303,7 +303,8 @@ def ground(cfg: DictConfig, model: Any, train_dialogues: list, vec_env: Any, out
         obs, actions, masks = moves
         nll = behaviour_clone(model, obs, actions, masks, epochs=cfg.prior.bc_epochs, seed=cfg.seed, observer=observer)
         info["bc"] = {"moves": len(actions), "nll_first_epoch": nll[0], "nll_last_epoch": nll[-1]}
-        log.info("behaviour cloning: %d real decisions, NLL %.3f -> %.3f over %d epochs", len(actions), nll[0], nll[-1], len(nll))
+        log.info("behaviour cloning: %d %s decisions, NLL %.3f -> %.3f over %d epochs", len(actions), "real" if cfg.data.path else "bundled seeds'",
+                 nll[0], nll[-1], len(nll))
     info["speak_coef"], info["strategy_coef"], info["demo_coef"] = cfg.prior.speak_coef, cfg.prior.strategy_coef, cfg.prior.demo_coef
     info["real_coef"] = cfg.prior.real_coef
     if kl or cfg.prior.demo_coef > 0:
@@ -381,7 +382,9 @@ def log_comparison(cfg: DictConfig, final: dict[str, Any], agreement: dict[str, 
     log.info("held-out comparison (%d episodes, the same for every agent):\n%s", cfg.eval_episodes, table)
     if agreement:
         rows = [[k, f"{v['itp_f1']:.1f}", f"{v['stp_r1']:.1f}", f"{v['ssp_r1']:.1f}"] for k, v in agreement.items() if k != "dialogues"]
-        log.info("agreement with real therapists on %d held-out dialogues (%%):\n%s", len(agreement["dialogues"]), tabulate(rows, headers=["predictor", "ITP F1", "STP R@1", "SSP R@1"], disable_numparse=True))
+        # the bundled seeds were written for this project: their "therapists" are not real ones
+        whose = "real therapists" if cfg.data.path else "the bundled seeds' therapist (sessions written for this project; data.path=[...] for real ones)"
+        log.info("agreement with %s on %d held-out dialogues (%%):\n%s", whose, len(agreement["dialogues"]), tabulate(rows, headers=["predictor", "ITP F1", "STP R@1", "SSP R@1"], disable_numparse=True))
 
 
 def run(cfg: DictConfig, out: Path) -> dict[str, Any]:

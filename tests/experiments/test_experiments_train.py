@@ -382,6 +382,13 @@ def test_a_saved_prior_that_saw_the_held_out_dialogues_is_refused_for_agreement(
     assert "the prior has seen" in run.err + run.out
 
 
+def test_a_grounded_run_on_the_bundled_seeds_does_not_call_them_real(rescue, tiny_train, tmp_path):
+    run = rescue(["train", f"hydra.run.dir={tmp_path / 'b'}", *tiny_train, "experiment=grounded", "prior.bc_epochs=1", "eval_freq=0"])
+    assert run.rc == 0, run.err[-2000:]
+    said = run.out + run.err
+    assert "agreement with the bundled seeds' therapist" in said and "data.path=[...]" in said and "real therapists" not in said
+
+
 def test_grounding_needs_maskable_ppo(rescue, tiny_train, tmp_path):
     run = rescue(["train", f"hydra.run.dir={tmp_path / 'x'}", *tiny_train, "algo=ppo", "prior.coef=0.1"])
     assert run.rc == 2 and "prior.coef=0.1" in run.err and "needs algo=maskable_ppo" in run.err
