@@ -98,6 +98,9 @@ class Job:
     config: dict[str, Any] = field(default_factory=dict)
     #: folds of a group k-fold combined into this job (:func:`combine_folds`; 0: one split)
     folds: int = 0
+    #: the interpolated settings resolved so far (each resolution builds the whole config,
+    #: and grouping asks for the same keys many times)
+    resolved: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def setting(self, key: str) -> str:
         """The job's value of an override key, as its composed config holds it where the key
@@ -111,7 +114,9 @@ class Job:
                 return self.overrides.get(key, "")
             node = node[part]
         if isinstance(node, str) and "${" in node:
-            node = _resolved(self.config, key, node)
+            if key not in self.resolved:
+                self.resolved[key] = _resolved(self.config, key, node)
+            node = self.resolved[key]
         return json.dumps(node, sort_keys=True, default=str)
 
 
