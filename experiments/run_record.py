@@ -61,6 +61,8 @@ class RecordSpec:
     check_state: Callable[[Path], Any] | None = None
     #: a rerun replaces the state rather than continuing it: state without a record is refused
     replaces: bool = False
+    #: the paths a run reads (a checkpoint to resume from): ``fresh`` refuses to remove them
+    reads: Callable[[DictConfig], list[Any]] | None = None
 
 
 def _container(cfg: DictConfig) -> dict[str, Any]:
@@ -158,7 +160,8 @@ SPECS: dict[str, RecordSpec] = {
     "rollout": RecordSpec("run_config.json", EPISODES_FILES, rollout_defining, check_state=episodes_file),
     "eval_tasks": RecordSpec("run.json", ("details.jsonl",), eval_tasks_defining, key="config", fresh="resume=false"),
     "judge": RecordSpec("judge_config.json", ("judgements.jsonl",), judge_defining),
-    "train": RecordSpec("train_config.json", ("model.zip", "metrics.json", "checkpoints"), train_defining, replaces=True),
+    "train": RecordSpec("train_config.json", ("model.zip", "metrics.json", "checkpoints"), train_defining, replaces=True,
+                        reads=lambda cfg: [cfg.get("resume")]),
 }
 
 
@@ -230,6 +233,12 @@ def check_run_folder(command: str, cfg: DictConfig, folder: Path) -> None:
             )
         log.warning("%s holds results without a record of their config; resuming as asked", folder)
     if overwrite:
+        reads = [Path(str(p)).expanduser().resolve() for p in (spec.reads(cfg) if spec.reads else []) if p]
+        for f in spec.state:
+            state = (folder / f).resolve()
+            if read := next((p for p in reads if p == state or state in p.parents), None):
+                raise UserError(f"{spec.fresh} would remove {read}, which this run reads; start afresh in another folder "
+                                "(hydra.run.dir=...), or continue in this one without it")
         for f in spec.state:
             if (folder / f).is_dir():
                 shutil.rmtree(folder / f)

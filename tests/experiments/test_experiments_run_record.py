@@ -131,3 +131,9 @@ def test_a_trained_model_is_never_replaced_by_a_run_with_other_settings(rescue, 
     assert snapshot(out) == before
     assert rescue([*args, "seed=1", "overwrite=true"]).rc == 0
     assert json.loads((out / "train_config.json").read_text())["seed"] == 1
+    # starting afresh never removes the model it was told to resume from
+    before = snapshot(out)
+    run = rescue([*args, "seed=1", "overwrite=true", f"resume={out / 'model.zip'}"])
+    assert run.rc == EXIT_USER_ERROR and "which this run reads" in run.err and "model.zip" in run.err
+    assert snapshot(out) == before
+    assert rescue([*args, "seed=1", f"resume={out / 'model.zip'}", "total_timesteps=512"]).rc == 0  # continuing it is fine
